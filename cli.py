@@ -1,0 +1,113 @@
+"""The ``icl-gd`` command line: run studies, list them, verify every construction identity."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from icl_gd.errors import ConfigError, ICLGDError, RunDirectoryError
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="icl-gd: attention as gradient descent, run, measured and plotted.",
+)
+
+USAGE_ERRORS = (ConfigError, RunDirectoryError)
+
+
+def _fail(exc: BaseException) -> None:
+    typer.echo(f"icl-gd: error: {exc}", err=True)
+    raise typer.Exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
+
+
+def resolve_device(name: str):
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device {name!r} is not a device (use cpu or cuda)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: no CUDA device is available on this machine")
+    if device.type not in {"cpu", "cuda"}:
+        raise ConfigError(f"--device {name!r} is not supported (use cpu or cuda)")
+    return device
+
+
+@app.command()
+def run(
+    study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
+    out: Path = typer.Option(..., "--out", help="Output directory."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Training steps (the study's `steps` key)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Number of seeds (the study's `seeds` key)."),
+    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a finished run in --out."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
+    from icl_gd.config import apply_overrides, set_values
+    from icl_gd.results import prepare_run_dir
+    from studies import RunContext, get_study
+    from studies.base import write_resolved_config
+
+    try:
+        spec = get_study(study)
+        config = spec.default_config()
+        flags = {k: v for k, v in {"steps": steps, "seeds": seeds}.items() if v is not None}
+        config = set_values(config, **flags)
+        config = apply_overrides(config, set_)
+        ctx = RunContext(out=prepare_run_dir(out, force), device=resolve_device(device), progress=progress)
+        write_resolved_config(ctx, study, config)
+        mean = spec.run(config, ctx)
+    except ICLGDError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        typer.echo("icl-gd: interrupted; rerun the same command to resume from the last checkpoint", err=True)
+        raise typer.Exit(130)
+    summary = ", ".join(f"{k}={v:.4g}" for k, v in mean.items() if isinstance(v, float))
+    typer.echo(f"{study}: wrote {out}  ({summary})")
+
+
+@app.command()
+def studies() -> None:
+    """List the studies."""
+    from studies import get_study, study_names
+
+    for name in study_names():
+        typer.echo(f"{name:18s} {get_study(name).summary}")
+
+
+@app.command()
+def verify() -> None:
+    """Check every construction identity in float64; exit 1 if any error exceeds its tolerance."""
+    from constructions.verify import all_checks
+
+    failed = 0
+    try:
+        for check in all_checks():
+            result = check.run()
+            status = "ok  " if result.passed else "FAIL"
+            failed += not result.passed
+            typer.echo(
+                f"{status} {check.name:55s} max abs {result.max_abs_error:.2e}  "
+                f"max rel {result.max_rel_error:.2e}  (tol {result.tolerance:.0e})"
+            )
+    except ICLGDError as exc:
+        _fail(exc)
+    if failed:
+        typer.echo(f"icl-gd: error: {failed} identity check(s) failed", err=True)
+        raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover - console-script entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

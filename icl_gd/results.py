@@ -1,0 +1,109 @@
+"""Run directories and atomic result files.
+
+Every file is written to a temporary sibling and renamed into place, so an interrupted run never leaves a
+half-written file under its final name. ``metrics.json`` is written last: its presence marks a finished run.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import RunDirectoryError
+
+FINISHED_MARKER = "metrics.json"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert dataclasses, paths, tensors, numpy values and non-finite floats to plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # torch.Tensor, numpy arrays and scalars
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_csv(path: Path, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None) -> None:
+    """Write tidy rows (one observation per row) as CSV, atomically."""
+    rows = [dict(r) for r in rows]
+    if columns is None:
+        columns = []
+        for row in rows:
+            columns.extend(k for k in row if k not in columns)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: to_jsonable(row.get(k, "")) for k in columns})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def prepare_run_dir(out: Path, force: bool) -> Path:
+    """Create ``out`` for a new run. Refuses a directory that holds a finished run unless ``force``.
+
+    An unfinished run (no ``metrics.json``) is left in place so that its checkpoints can be resumed.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"--out {out} exists and is not a directory")
+    if (out / FINISHED_MARKER).exists() and not force:
+        raise RunDirectoryError(f"--out {out} already holds a finished run; pass --force to overwrite it")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RunDirectoryError(f"--out {out} is not writable: {exc.strerror or exc}") from None
+    if force:
+        (out / FINISHED_MARKER).unlink(missing_ok=True)
+    return out
+
+
+def write_metrics(out: Path, mean: Mapping[str, Any], seeds: Mapping[Any, Mapping[str, Any]]) -> None:
+    """Write ``metrics.json`` = {"mean": {...}, "seeds": {seed: {...}}}. Call it last: it marks the run finished."""
+    write_json(Path(out) / FINISHED_MARKER, {"mean": mean, "seeds": {str(k): v for k, v in seeds.items()}})
