@@ -1,0 +1,214 @@
+"""Linear self-attention (PROTOCOL §1) and stacks of it.
+
+One LSA layer maps every token e_j (the query included) to
+
+    e_j + damping · Σ_h P_h W_V,h Σ_i e_i (W_K,h e_i)ᵀ (W_Q,h e_j),
+
+summed over the context tokens i (every token but the last: the query attends but is not attended); no
+softmax, no 1/√d, no 1/N, no bias, no mask. Options: softmax attention over the context, pre-attention layer
+norm, several heads, a key size, a damping factor. Shapes: B tasks, T tokens, D = d_model, H heads, k key size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .config import require_positive
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class LSAWeights:
+    """One layer's weights, as the paper writes them. W_Q, W_K, W_V: (H, k, D); P: (H, D, k)."""
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    P: torch.Tensor
+
+    @property
+    def n_heads(self) -> int:
+        return self.W_Q.shape[0]
+
+    def to(self, device=None, dtype=None) -> "LSAWeights":
+        return LSAWeights(*(t.to(device, dtype) for t in (self.W_Q, self.W_K, self.W_V, self.P)))
+
+    def products(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(QK, PV), each (H, D, D): QK = W_Qᵀ W_K (score of query j on key i is e_jᵀ QK e_i), PV = P W_V."""
+        return self.W_Q.transpose(-1, -2) @ self.W_K, self.P @ self.W_V
+
+    @staticmethod
+    def from_products(QK: torch.Tensor, PV: torch.Tensor) -> "LSAWeights":
+        """Weights realising given products: W_Q = QKᵀ, W_K = I, W_V = I, P = PV (key size D)."""
+        H, D, _ = QK.shape
+        eye = torch.eye(D, dtype=QK.dtype, device=QK.device).expand(H, D, D).clone()
+        return LSAWeights(QK.transpose(-1, -2).clone(), eye, eye.clone(), PV.clone())
+
+
+@dataclass(frozen=True)
+class LSAConfig:
+    """Architecture of an LSA model. ``key_size`` None means d_model."""
+
+    d_model: int
+    d_y: int = 1
+    n_layers: int = 1
+    recurrent: bool = False
+    n_heads: int = 1
+    key_size: int | None = None
+    softmax: bool = False
+    layer_norm: bool = False
+    damping: float = 1.0
+    clip_activations: float | None = None
+    init_scale: float = 0.002
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "d_y", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.key_size is not None and self.key_size <= 0:
+            raise ConfigError(f"key_size must be a positive integer, got {self.key_size!r}")
+        require_positive("damping", self.damping)
+        require_positive("init_scale", self.init_scale)
+        if self.clip_activations is not None:
+            require_positive("clip_activations", self.clip_activations)
+
+    @property
+    def resolved_key_size(self) -> int:
+        return self.key_size or self.d_model
+
+
+def _truncated_normal(shape: Sequence[int], fan_in: int, scale: float, gen: torch.Generator) -> torch.Tensor:
+    """Variance-scaling init: truncated normal (±2σ) with variance ``scale / fan_in`` after truncation."""
+    std = math.sqrt(scale / fan_in) / 0.87962566103423978  # the truncated law's std is 0.8796 σ
+    out = torch.empty(*shape)
+    return nn.init.trunc_normal_(out, std=std, a=-2 * std, b=2 * std, generator=gen)
+
+
+class LSALayer(nn.Module):
+    """One (linear or softmax) self-attention layer; ``forward`` maps tokens (B, T, D) to (B, T, D)."""
+
+    def __init__(self, config: LSAConfig, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.config = config
+        H, k, D = config.n_heads, config.resolved_key_size, config.d_model
+        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        scale = config.init_scale / config.n_layers
+        self.W_Q = nn.Parameter(_truncated_normal((H, k, D), D, scale, gen))
+        self.W_K = nn.Parameter(_truncated_normal((H, k, D), D, scale, gen))
+        self.W_V = nn.Parameter(_truncated_normal((H, k, D), D, scale, gen))
+        self.P = nn.Parameter(_truncated_normal((H, D, k), H * k, scale, gen))
+        self.norm = nn.LayerNorm(D) if config.layer_norm else None
+
+    # ------------------------------------------------------------------ weights as the paper writes them
+    def weights(self) -> LSAWeights:
+        return LSAWeights(self.W_Q.detach().clone(), self.W_K.detach().clone(),
+                          self.W_V.detach().clone(), self.P.detach().clone())
+
+    @torch.no_grad()
+    def load_weights(self, weights: LSAWeights) -> "LSALayer":
+        for name in ("W_Q", "W_K", "W_V", "P"):
+            param, value = getattr(self, name), getattr(weights, name)
+            if param.shape != value.shape:
+                raise ConfigError(f"{name} has shape {tuple(value.shape)}, the layer needs {tuple(param.shape)}")
+            param.copy_(value)
+        return self
+
+    # ------------------------------------------------------------------ forward
+    def attention_update(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual update (B, T, D) before damping, attending over tokens[:, :-1]."""
+        e = self.norm(tokens) if self.norm is not None else tokens
+        if self.config.softmax:
+            return self._softmax_update(e)
+        # Linear attention is associative: summarising the context once as C = Σ_i e_i e_iᵀ (B, D, D) makes the
+        # layer cost O(T D²) instead of O(T² D) and gives the same numbers up to round-off.
+        context = e[:, :-1]
+        C = context.transpose(1, 2) @ context  # (B, D, D)
+        PV = self.P @ self.W_V  # (H, D, D)
+        KQ = self.W_K.transpose(-1, -2) @ self.W_Q  # (H, D, D)
+        if self.config.n_heads == 1:
+            M = PV[0] @ C @ KQ[0]  # (B, D, D)
+        else:
+            M = (PV[None] @ C[:, None] @ KQ[None]).sum(1)
+        return e @ M.transpose(1, 2)
+
+    def explicit_update(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The same update written token by token (queries, keys, values, scores); for checks and softmax."""
+        e = self.norm(tokens) if self.norm is not None else tokens
+        if self.config.softmax:
+            return self._softmax_update(e)
+        q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
+        k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
+        v = torch.einsum("hkd,btd->bhtk", self.W_V, e[:, :-1])
+        scores = q @ k.transpose(-1, -2)  # (B, H, T, N)
+        heads = scores @ v  # (B, H, T, k)
+        return torch.einsum("hdk,bhtk->btd", self.P, heads)
+
+    def _softmax_update(self, e: torch.Tensor) -> torch.Tensor:
+        q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
+        k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
+        v = torch.einsum("hkd,btd->bhtk", self.W_V, e[:, :-1])
+        attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, T, N)
+        return torch.einsum("hdk,bhtk->btd", self.P, attn @ v)
+
+    def attention_map(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, H, T, N) attention weights (softmax) or raw scores (linear)."""
+        e = self.norm(tokens) if self.norm is not None else tokens
+        q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
+        k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
+        scores = q @ k.transpose(-1, -2)
+        return torch.softmax(scores, dim=-1) if self.config.softmax else scores
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens + self.config.damping * self.attention_update(tokens)
+
+
+class LSAModel(nn.Module):
+    """K LSA layers, separate or tied (one layer applied K times), reading out ŷ = -last token's y slot.
+
+    ``forward(tokens)`` gives ŷ (B, d_y); ``forward(tokens, return_tokens=True)`` also gives the list of the
+    K+1 token states (input first). ``n_applications`` overrides K for a recurrent model (run past its depth).
+    """
+
+    def __init__(self, config: LSAConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.config = config
+        gen = torch.Generator().manual_seed(seed)
+        n_distinct = 1 if config.recurrent else config.n_layers
+        self.layers = nn.ModuleList(LSALayer(config, gen) for _ in range(n_distinct))
+
+    def layer_sequence(self, n_applications: int | None = None) -> list[LSALayer]:
+        K = n_applications or self.config.n_layers
+        if self.config.recurrent:
+            return [self.layers[0]] * K
+        if K != self.config.n_layers:
+            raise ConfigError(f"a non-recurrent model has {self.config.n_layers} layers, cannot apply {K}")
+        return list(self.layers)
+
+    def forward(self, tokens: torch.Tensor, return_tokens: bool = False, n_applications: int | None = None):
+        states = [tokens]
+        clip = self.config.clip_activations
+        for layer in self.layer_sequence(n_applications):
+            tokens = layer(tokens)
+            if clip is not None:
+                tokens = tokens.clamp(-clip, clip)
+            states.append(tokens)
+        prediction = -tokens[:, -1, -self.config.d_y :]
+        return (prediction, states) if return_tokens else prediction
+
+    def weights(self) -> list[LSAWeights]:
+        return [layer.weights() for layer in self.layers]
+
+    def load_weights(self, weights: LSAWeights | Sequence[LSAWeights]) -> "LSAModel":
+        """Load one weight set per distinct layer (one for a recurrent model)."""
+        weights = [weights] if isinstance(weights, LSAWeights) else list(weights)
+        if len(weights) != len(self.layers):
+            raise ConfigError(f"model has {len(self.layers)} distinct layers, got {len(weights)} weight sets")
+        for layer, w in zip(self.layers, weights):
+            layer.load_weights(w)
+        return self

@@ -1,0 +1,40 @@
+"""Token layouts. Concatenated layout (PROTOCOL §1): context tokens e_i = (x_i, y_i), the query (x_q, 0) last.
+
+Sign convention, stated once: a model writes -ŷ into the query's y slot, so the prediction is minus the last
+d_y coordinates of the last token (``query_prediction``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .tasks import RegressionBatch
+
+
+@dataclass(frozen=True)
+class ConcatLayout:
+    """Tokens (B, N+1, d_x + d_y): rows (x_i, y_i), the query row (x_q, 0) last."""
+
+    d_x: int
+    d_y: int = 1
+
+    @property
+    def d_model(self) -> int:
+        return self.d_x + self.d_y
+
+    def tokens(self, batch: RegressionBatch) -> torch.Tensor:
+        """(B, N+1, d_x+d_y) tokens of ``batch``; the query's y slot is zero."""
+        y = batch.y.clone()
+        y[:, -1] = 0
+        return torch.cat([batch.x, y], dim=-1)
+
+    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x)) read back from tokens."""
+        return tokens[:, :-1, : self.d_x], tokens[:, :-1, self.d_x :], tokens[:, -1, : self.d_x]
+
+
+def query_prediction(tokens: torch.Tensor, d_y: int) -> torch.Tensor:
+    """ŷ (B, d_y) = minus the last d_y coordinates of the last token (the sign convention above)."""
+    return -tokens[:, -1, -d_y:]
