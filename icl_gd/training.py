@@ -1,0 +1,191 @@
+"""Training on fresh tasks every step, with exact resume from checkpoints.
+
+A ``TokenTask`` hands out the batch for any step as a pure function of (seed, step), so a resumed run sees the
+same data as an uninterrupted one, and, with the model and optimiser state restored, ends with the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from .config import require_non_negative, require_positive
+from .errors import ConfigError, DivergenceError
+from .results import atomic_write_bytes, to_jsonable
+
+
+class TokenTask(Protocol):
+    """Anything that yields (tokens (B, T, D), targets (B, d_y)) for a (seed, step)."""
+
+    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
+                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation settings; defaults are the authors' (PROTOCOL §1) for one or two layers."""
+
+    steps: int = 5000
+    batch_size: int = 2048
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.98
+    weight_decay: float = 0.0
+    grad_clip: float | None = 1e-3
+    eval_every: int = 100
+    checkpoint_every: int = 1000
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "checkpoint_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive("lr", self.lr)
+        require_non_negative("weight_decay", self.weight_decay)
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.grad_clip is not None:
+            require_positive("grad_clip", self.grad_clip)
+
+
+def authors_train_config(n_layers: int, recurrent: bool, **overrides: Any) -> TrainConfig:
+    """The authors' settings by depth: clip 1e-3 for 1-2 layers, 10 beyond; lr 5e-4 beyond 3 layers;
+    5000 steps for one layer and for recurrent models, 50 000 for deeper separate layers."""
+    settings: dict[str, Any] = {
+        "steps": 5000 if (n_layers == 1 or recurrent) else 50_000,
+        "grad_clip": 1e-3 if n_layers <= 2 else 10.0,
+        "lr": 5e-4 if n_layers > 3 else 1e-3,
+    }
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def query_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """0.5 · mean over tasks of ‖ŷ - y‖² (PROTOCOL's loss)."""
+    return 0.5 * ((prediction - target) ** 2).sum(-1).mean()
+
+
+@dataclass
+class TrainState:
+    """What a checkpoint holds; ``history`` is the tidy list of evaluation rows so far."""
+
+    step: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def config_fingerprint(*configs: Any) -> str:
+    """A hash of the configs a checkpoint belongs to; a checkpoint from other settings is never resumed."""
+    text = json.dumps(to_jsonable(list(configs)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: TrainState,
+                    fingerprint: str) -> None:
+    buffer = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": state.step,
+                "history": state.history, "fingerprint": fingerprint}, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+                    fingerprint: str) -> TrainState | None:
+    """Restore model and optimiser from ``path`` if it exists and belongs to the same settings."""
+    if path is None or not Path(path).exists():
+        return None
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    if payload.get("fingerprint") != fingerprint:
+        return None
+    model.load_state_dict(payload["model"])
+    optimizer.load_state_dict(payload["optimizer"])
+    return TrainState(step=payload["step"], history=payload["history"])
+
+
+def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
+                             weight_decay=config.weight_decay)
+
+
+@contextmanager
+def progress_bar(total: int, description: str, enabled: bool) -> Iterator[Callable[[int, float], None]]:
+    """A rich progress bar showing step and loss; a no-op when disabled."""
+    if not enabled:
+        yield lambda step, loss: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn())
+    with Progress(*columns, transient=False) as bar:
+        task_id = bar.add_task(description, total=total, loss=float("nan"))
+        yield lambda step, loss: bar.update(task_id, completed=step, loss=loss)
+
+
+def train(
+    model: nn.Module,
+    task: TokenTask,
+    config: TrainConfig,
+    seed: int,
+    *,
+    device: torch.device = torch.device("cpu"),
+    evaluate: Callable[[nn.Module, int], list[dict[str, Any]]] | None = None,
+    checkpoint_path: Path | None = None,
+    fingerprint: str = "",
+    progress: bool = False,
+    description: str = "train",
+) -> TrainState:
+    """Train ``model`` (already on ``device``) for ``config.steps`` steps on fresh batches of ``task``.
+
+    ``evaluate(model, step)`` runs at step 0, every ``eval_every`` steps and at the end; it returns tidy rows
+    (dicts) that are collected in ``TrainState.history``. Checkpoints every ``checkpoint_every`` steps and at the
+    end; an existing checkpoint with the same ``fingerprint`` is resumed. A non-finite loss raises
+    ``DivergenceError``.
+    """
+    optimizer = make_optimizer(model, config)
+    dtype = next(model.parameters()).dtype
+    state = load_checkpoint(checkpoint_path, model, optimizer, fingerprint) or TrainState()
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def run_eval(step: int) -> None:
+        if evaluate is not None and not any(r.get("step") == step for r in state.history):
+            model.eval()
+            state.history.extend(evaluate(model, step))
+            model.train()
+
+    if state.step == 0:
+        run_eval(0)
+    model.train()
+    with progress_bar(config.steps, description, progress) as update:
+        update(state.step, float("nan"))
+        while state.step < config.steps:
+            tokens, target = task.train_batch(config.batch_size, seed, state.step, device, dtype)
+            loss = query_loss(model(tokens), target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if config.grad_clip is not None:
+                nn.utils.clip_grad_norm_(params, config.grad_clip, foreach=True)
+            optimizer.step()
+            state.step += 1
+            if state.step % config.eval_every == 0 or state.step == config.steps:
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise DivergenceError(
+                        f"training diverged at step {state.step} (loss={value}); lower lr or set grad_clip")
+                update(state.step, value)
+                run_eval(state.step)
+            if checkpoint_path is not None and (
+                state.step % config.checkpoint_every == 0 or state.step == config.steps
+            ):
+                save_checkpoint(checkpoint_path, model, optimizer, state, fingerprint)
+    model.eval()
+    return state
