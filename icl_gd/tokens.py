@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .tasks import RegressionBatch
+from .tasks import LinearRegressionTask, RegressionBatch, Stream
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,25 @@ class ConcatLayout:
 def query_prediction(tokens: torch.Tensor, d_y: int) -> torch.Tensor:
     """ŷ (B, d_y) = minus the last d_y coordinates of the last token (the sign convention above)."""
     return -tokens[:, -1, -d_y:]
+
+
+@dataclass(frozen=True)
+class ConcatTokenTask:
+    """A regression task seen through the concatenated layout: the ``TokenTask`` that training consumes."""
+
+    task: LinearRegressionTask
+
+    @property
+    def layout(self) -> ConcatLayout:
+        return ConcatLayout(self.task.d, self.task.d_y)
+
+    def batch_tokens(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
+                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                     ) -> tuple[RegressionBatch, torch.Tensor]:
+        batch = self.task.sample(batch_size, seed, step, stream, device, dtype)
+        return batch, self.layout.tokens(batch)
+
+    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
+                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, tokens = self.batch_tokens(batch_size, seed, step, Stream.TRAIN, device, dtype)
+        return tokens, batch.y_query
