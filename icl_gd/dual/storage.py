@@ -1,0 +1,253 @@
+"""Append-only, chunked, memory-mapped storage of the dual form: one directory per layer, one manifest.
+
+Layout of a memory directory::
+
+    manifest.json                       # the only index: what is not listed here does not exist
+    <layer>/<table>-<chunk:05d>.<column>.npy
+
+Each layer holds named tables (``rows``: one row per training example per step; ``keys``: one key per example
+for a compressed layer; ``steps``: one row per optimizer step). A table grows by whole chunks: the chunk's column
+files are written to temporary names, renamed into place, and only then is the chunk added to the manifest (itself
+written atomically). A crash therefore loses at most the chunk being written, and a partially written file is
+never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading never loads a table into RAM.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, DatasetNotFoundError
+from ..results import read_json, write_json
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+KEY_DTYPES = ("float16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a table: ``width`` 0 means one scalar per row, otherwise a ``(rows, width)`` block."""
+
+    name: str
+    dtype: str
+    width: int = 0
+
+    def shape(self, rows: int) -> tuple[int, ...]:
+        return (rows,) if self.width == 0 else (rows, self.width)
+
+
+def _save_npy_atomic(path: Path, array: np.ndarray, durable: bool) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class _PendingTable:
+    columns: tuple[Column, ...]
+    buffers: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    rows: int = 0
+
+
+class MemoryWriter:
+    """Writes tables chunk by chunk while training runs; at most ``chunk_rows`` rows per table stay in RAM.
+
+    ``durable`` fsyncs every chunk before it is listed (crash-safe against power loss, not only process death).
+    """
+
+    def __init__(self, root: Path | str, chunk_rows: int = 16384, durable: bool = False) -> None:
+        if chunk_rows <= 0:
+            raise ConfigError(f"chunk_rows must be positive, got {chunk_rows}")
+        self.root = Path(root)
+        self.chunk_rows = chunk_rows
+        self.durable = durable
+        self.root.mkdir(parents=True, exist_ok=True)
+        if (self.root / MANIFEST).exists():
+            raise ConfigError(f"{self.root} already holds a dual memory; use a fresh directory")
+        self._manifest: dict[str, Any] = {"format": FORMAT_VERSION, "layers": {}}
+        self._pending: dict[tuple[str, str], _PendingTable] = {}
+        self._write_manifest()
+
+    # -- declaration -----------------------------------------------------------------------------------------
+    def add_layer(self, layer: str, info: Mapping[str, Any]) -> None:
+        if not layer or "/" in layer or layer.startswith("."):
+            raise ConfigError(f"layer name {layer!r} cannot be a directory name")
+        if layer in self._manifest["layers"]:
+            raise ConfigError(f"layer {layer!r} declared twice")
+        (self.root / layer).mkdir(parents=True, exist_ok=True)
+        self._manifest["layers"][layer] = {"info": dict(info), "tables": {}, "arrays": {}}
+        self._write_manifest()
+
+    def add_table(self, layer: str, table: str, columns: Sequence[Column]) -> None:
+        entry = self._layer(layer)
+        if table in entry["tables"]:
+            raise ConfigError(f"table {layer}/{table} declared twice")
+        entry["tables"][table] = {
+            "columns": [{"name": c.name, "dtype": c.dtype, "width": c.width} for c in columns],
+            "chunks": [],
+        }
+        self._pending[(layer, table)] = _PendingTable(tuple(columns), {c.name: [] for c in columns})
+        self._write_manifest()
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def append(self, layer: str, table: str, values: Mapping[str, np.ndarray]) -> None:
+        """Append rows: ``values`` maps every column name to an array of shape ``column.shape(rows)``."""
+        pending = self._pending.get((layer, table))
+        if pending is None:
+            raise ConfigError(f"unknown table {layer}/{table}")
+        unknown = set(values) - {c.name for c in pending.columns}
+        if unknown:
+            raise ConfigError(f"append to {layer}/{table}: unknown columns {sorted(unknown)}")
+        rows = None
+        arrays = {}
+        for column in pending.columns:  # validate every column before buffering any
+            if column.name not in values:
+                raise ConfigError(f"append to {layer}/{table} misses column {column.name!r}")
+            array = np.asarray(values[column.name])
+            if rows is None:
+                rows = array.shape[0] if array.ndim else -1
+            if array.shape != column.shape(rows):
+                raise ConfigError(
+                    f"{layer}/{table}.{column.name}: shape {array.shape} != expected {column.shape(rows)}"
+                )
+            arrays[column.name] = array.astype(column.dtype, copy=False)
+        for name, array in arrays.items():
+            pending.buffers[name].append(array)
+        pending.rows += rows or 0
+        if pending.rows >= self.chunk_rows:
+            self._flush_table(layer, table)
+
+    def save_array(self, layer: str, name: str, array: np.ndarray) -> None:
+        """A whole array (initial weights, coefficients), written atomically and listed in the manifest."""
+        entry = self._layer(layer)
+        path = self.root / layer / f"{name}.npy"
+        _save_npy_atomic(path, array, self.durable)
+        entry["arrays"][name] = path.name
+        self._write_manifest()
+
+    def set_info(self, layer: str, **info: Any) -> None:
+        self._layer(layer)["info"].update(info)
+        self._write_manifest()
+
+    def flush(self) -> None:
+        for layer, table in list(self._pending):
+            self._flush_table(layer, table)
+
+    def close(self) -> None:
+        self.flush()
+        self._manifest["closed"] = True
+        self._write_manifest()
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _layer(self, layer: str) -> dict[str, Any]:
+        if layer not in self._manifest["layers"]:
+            raise ConfigError(f"unknown layer {layer!r}")
+        return self._manifest["layers"][layer]
+
+    def _flush_table(self, layer: str, table: str) -> None:
+        pending = self._pending[(layer, table)]
+        if pending.rows == 0:
+            return
+        entry = self._manifest["layers"][layer]["tables"][table]
+        index = len(entry["chunks"])
+        files = {}
+        for column in pending.columns:
+            parts = pending.buffers[column.name]
+            array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            name = f"{table}-{index:05d}.{column.name}.npy"
+            _save_npy_atomic(self.root / layer / name, array, self.durable)
+            files[column.name] = name
+            pending.buffers[column.name] = []
+        entry["chunks"].append({"rows": pending.rows, "files": files})
+        pending.rows = 0
+        self._write_manifest()  # the chunk exists only from here on
+
+    def _write_manifest(self) -> None:
+        write_json(self.root / MANIFEST, self._manifest)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table read back: its chunks' columns as read-only memory maps."""
+
+    columns: tuple[Column, ...]
+    chunks: tuple[Mapping[str, np.ndarray], ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(next(iter(c.values()))) for c in self.chunks) if self.chunks and self.columns else 0
+
+    def blocks(self, names: Sequence[str], block_rows: int = 32768) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield ``(first_row, {name: array})`` blocks of at most ``block_rows`` rows, chunk by chunk."""
+        start = 0
+        for chunk in self.chunks:
+            n = len(chunk[names[0]]) if names else len(next(iter(chunk.values())))
+            for lo in range(0, n, block_rows):
+                hi = min(n, lo + block_rows)
+                yield start + lo, {name: chunk[name][lo:hi] for name in names}
+            start += n
+
+    def column(self, name: str) -> np.ndarray:
+        """A whole column in RAM (use for small per-row columns: ids, steps, labels)."""
+        column = next((c for c in self.columns if c.name == name), None)
+        if column is None:
+            raise ConfigError(f"table has no column {name!r}; columns: {[c.name for c in self.columns]}")
+        if not self.chunks:
+            return np.zeros(column.shape(0), dtype=column.dtype)
+        return np.concatenate([np.asarray(c[name]) for c in self.chunks], axis=0)
+
+
+@dataclass(frozen=True)
+class LayerMemory:
+    name: str
+    info: Mapping[str, Any]
+    tables: Mapping[str, Table]
+    arrays: Mapping[str, np.ndarray]
+
+    def table(self, name: str) -> Table:
+        if name not in self.tables:
+            raise ConfigError(f"layer {self.name!r} has no table {name!r}")
+        return self.tables[name]
+
+    def array(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            raise ConfigError(f"layer {self.name!r} has no array {name!r}")
+        return self.arrays[name]
+
+
+def open_memory(root: Path | str) -> dict[str, LayerMemory]:
+    """Open a memory directory read-only: ``{layer: LayerMemory}``; only chunks listed in the manifest."""
+    root = Path(root)
+    if not (root / MANIFEST).is_file():
+        raise DatasetNotFoundError(f"no dual memory at {root} (missing {MANIFEST})")
+    manifest = read_json(root / MANIFEST)
+    if manifest.get("format") != FORMAT_VERSION:
+        raise ConfigError(f"{root}: unsupported dual-memory format {manifest.get('format')!r}")
+    layers = {}
+    for layer, entry in manifest["layers"].items():
+        tables = {}
+        for table, spec in entry["tables"].items():
+            columns = tuple(Column(c["name"], c["dtype"], c["width"]) for c in spec["columns"])
+            chunks = tuple(
+                {name: np.load(root / layer / file, mmap_mode="r") for name, file in chunk["files"].items()}
+                for chunk in spec["chunks"]
+            )
+            tables[table] = Table(columns, chunks)
+        arrays = {name: np.load(root / layer / file) for name, file in entry["arrays"].items()}
+        layers[layer] = LayerMemory(layer, entry["info"], tables, arrays)
+    return layers

@@ -1,0 +1,123 @@
+"""Check the dual form against the primal network, in float64.
+
+- Weights: W_T =? a_W W_0 + Σ_u v_u k_uᵀ (and b_T =? a_b b_0 + Σ_u v^b_u), rebuilt from the stored memory.
+- Outputs: W_T q + b_T =? a_W W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u, the dual (attention) form.
+- Residual: R = W_T - (rebuilt weights). For SGD it is round-off; for Adam-type optimizers it is not, and
+  ``unexplained_share`` reports, per output unit j, ‖R_j‖ / ‖W_T,j - a W_0,j‖ (weight row and bias together).
+
+Errors are norm-wise like ``constructions.verify.compare``: max|actual - expected| / max|expected|.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ConfigError
+from .units import DualLayer
+
+
+@dataclass(frozen=True)
+class DualVerification:
+    """How well the dual form reproduces one layer. ``unexplained_share`` is ``(out,)``."""
+
+    layer: str
+    exact: bool  # recorded under an optimizer with an exact dual form (SGD)
+    weight_max_abs_error: float
+    weight_max_rel_error: float
+    output_max_abs_error: float
+    output_max_rel_error: float
+    unexplained_share: np.ndarray
+
+    @property
+    def max_rel_error(self) -> float:
+        return max(self.weight_max_rel_error, self.output_max_rel_error)
+
+    @property
+    def max_unexplained_share(self) -> float:
+        return float(np.max(self.unexplained_share)) if self.unexplained_share.size else 0.0
+
+
+def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    diff = float(np.max(np.abs(actual - expected))) if expected.size else 0.0
+    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+    return diff, diff / scale if scale > 0 else diff
+
+
+def rebuild_weights(layer: DualLayer, compact: bool = True, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(W (out, in), b (out,) or None)`` = a W_0 + Σ v kᵀ in float64.
+
+    ``compact`` uses the per-example compression on compressed layers (one key, summed values per example);
+    otherwise every (example, step) unit is summed, which must agree to round-off.
+    """
+    W = layer.initial_scale_w * layer.initial_weight.astype(np.float64)
+    b0 = layer.initial_bias
+    b = None if b0 is None else layer.initial_scale_b * b0.astype(np.float64)
+    if compact and layer.memory.info["compressed"]:
+        _, keys = layer.compact_keys()
+        _, values, bias_values = layer.example_values(block_rows)
+        W = W + values.T @ keys.astype(np.float64)
+        if b is not None:
+            b = b + bias_values.sum(axis=0)
+        return W, b
+    for block in layer.blocks(block_rows):
+        W += block.value.T @ block.key
+        if b is not None:
+            b += block.bias_value.sum(axis=0)
+    return W, b
+
+
+def dual_outputs(layer: DualLayer, queries: np.ndarray, block_rows: int = 32768) -> np.ndarray:
+    """``(nq, out)``: a W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u for ``queries (nq, in)``, in float64.
+
+    Blocked over units, so the (units × queries) attention matrix is never held whole.
+    """
+    q = np.asarray(queries, dtype=np.float64)
+    if q.ndim != 2 or q.shape[1] != layer.initial_weight.shape[1]:
+        raise ConfigError(f"queries must be (nq, {layer.initial_weight.shape[1]}), got {q.shape}")
+    out = layer.initial_scale_w * q @ layer.initial_weight.T.astype(np.float64)
+    if layer.initial_bias is not None:
+        out = out + layer.initial_scale_b * layer.initial_bias
+    for block in layer.blocks(block_rows):
+        attention = block.key @ q.T  # (b, nq): k_u · q
+        out += attention.T @ block.value
+        if block.bias_value is not None:
+            out += block.bias_value.sum(axis=0)
+    return out
+
+
+def verify_layer(
+    layer: DualLayer,
+    queries: np.ndarray,
+    weight: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+) -> DualVerification:
+    """Compare the rebuilt weights and the dual outputs on ``queries (nq, in)`` with the primal layer.
+
+    ``weight``/``bias`` are the layer's parameters at the layer's step (the stored final ones by default).
+    """
+    if weight is None:
+        weight = layer.memory.array("final_weight")
+        bias = layer.memory.arrays.get("final_bias")
+    weight = np.asarray(weight, dtype=np.float64)
+    bias = None if bias is None else np.asarray(bias, dtype=np.float64)
+    W, b = rebuild_weights(layer)
+    w_abs, w_rel = _errors(np.concatenate([W, b[:, None]], 1) if b is not None else W,
+                           np.concatenate([weight, bias[:, None]], 1) if bias is not None else weight)
+    q = np.asarray(queries, dtype=np.float64)
+    primal = q @ weight.T + (0.0 if bias is None else bias)
+    o_abs, o_rel = _errors(dual_outputs(layer, q), primal)
+    residual = weight - W
+    moved = weight - layer.initial_scale_w * layer.initial_weight
+    res2 = (residual**2).sum(axis=1)
+    moved2 = (moved**2).sum(axis=1)
+    if bias is not None:
+        res2 += (bias - b) ** 2
+        moved2 += (bias - layer.initial_scale_b * layer.initial_bias) ** 2
+    share = np.sqrt(res2) / np.where(moved2 > 0, np.sqrt(moved2), 1.0)
+    return DualVerification(
+        layer=layer.name, exact=bool(layer.memory.info["exact"]), weight_max_abs_error=w_abs,
+        weight_max_rel_error=w_rel, output_max_abs_error=o_abs, output_max_rel_error=o_rel,
+        unexplained_share=share,
+    )
