@@ -1,0 +1,156 @@
+"""The dual form of a trained network (Irie, Csordás & Schmidhuber 2022), checked exactly on a small MLP.
+
+A linear layer trained by SGD ends at W_T = a W_0 + Σ_u v_u k_uᵀ: keys are the layer's inputs on the training
+examples, values their error signals times each step's coefficient (learning rate, momentum, Nesterov, coupled
+weight decay, gradient clipping, schedule). So W_T q = a W_0 q + Σ_u v_u (k_u·q), attention over every training
+input. Each check trains a small two-hidden-layer ReLU MLP in float64 while ``icl_gd.dual`` records it, then
+rebuilds every recorded layer's weights and dual outputs and compares them with the primal ones.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from icl_gd.config import require_non_negative, require_positive
+from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
+from icl_gd.dual.storage import LayerMemory, open_memory
+from icl_gd.dual.units import dual_layer
+from icl_gd.dual.verification import DualVerification, verify_layer
+
+from .verify import CheckResult, IdentityCheck, merge
+
+TOLERANCE = 1e-10
+
+
+@dataclass(frozen=True)
+class DualCase:
+    """A small recorded training run: SGD settings, loss reduction, bias, optimizer family."""
+
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = 0.2
+    momentum: float = 0.9
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.01
+    clip_norm: float | None = 0.3  # global-norm clipping (small enough to trigger)
+    schedule_gamma: float = 0.5  # StepLR: lr × gamma every 3 steps
+    reduction: Literal["mean", "sum"] = "mean"
+    bias: bool = True
+    n_examples: int = 48
+    batch_size: int = 12
+    epochs: int = 3
+    d_in: int = 6
+    hidden: int = 8
+    n_classes: int = 3
+    seed: int = 0
+    dtype: torch.dtype = torch.float64
+
+    def __post_init__(self) -> None:
+        for name in ("lr", "n_examples", "batch_size", "epochs", "d_in", "hidden", "n_classes"):
+            require_positive(name, getattr(self, name))
+        for name in ("momentum", "dampening", "weight_decay"):
+            require_non_negative(name, getattr(self, name))
+        if self.clip_norm is not None:
+            require_positive("clip_norm", self.clip_norm)
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A finished recorded run: the model, its recorded modules, the training inputs and the memory."""
+
+    model: nn.Sequential
+    modules: tuple[nn.Linear, ...]
+    inputs: torch.Tensor  # (N, d_in)
+    labels: torch.Tensor  # (N,)
+    memory: dict[str, LayerMemory]
+
+
+def small_mlp(case: DualCase, generator: torch.Generator) -> nn.Sequential:
+    """d_in → hidden → hidden → n_classes with ReLU, initialised from ``generator``."""
+    model = nn.Sequential(
+        nn.Linear(case.d_in, case.hidden, bias=case.bias), nn.ReLU(),
+        nn.Linear(case.hidden, case.hidden, bias=case.bias), nn.ReLU(),
+        nn.Linear(case.hidden, case.n_classes, bias=case.bias),
+    ).to(case.dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator, dtype=case.dtype) / np.sqrt(p.shape[-1]))
+    return model
+
+
+def train_recorded(case: DualCase, root: Path, key_dtype: str = "float64", check_gradients: bool = True) -> RecordedRun:
+    """Train ``small_mlp`` on random data while recording all three linear layers (the first compressed)."""
+    g = torch.Generator().manual_seed(case.seed)
+    x = torch.randn(case.n_examples, case.d_in, generator=g, dtype=case.dtype)
+    y = torch.randint(0, case.n_classes, (case.n_examples,), generator=g)
+    model = small_mlp(case, g)
+    modules = (model[0], model[2], model[4])
+    if case.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=case.lr, momentum=case.momentum, dampening=case.dampening,
+                              nesterov=case.nesterov, weight_decay=case.weight_decay)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=case.lr * 0.05, weight_decay=case.weight_decay)
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=case.schedule_gamma)
+    layers = [RecordedLayer("input", modules[0], compress_by_example=True),
+              RecordedLayer("hidden", modules[1]), RecordedLayer("output", modules[2])]
+    recorder = DualRecorder(layers, opt, root, key_dtype=key_dtype, chunk_rows=40, check_gradients=check_gradients)
+    for epoch in range(case.epochs):
+        order = torch.randperm(case.n_examples, generator=g)
+        for start in range(0, case.n_examples, case.batch_size):
+            ids = order[start:start + case.batch_size]
+            opt.zero_grad()
+            with recorder.batch(Provenance(ids, y[ids], task=0, epoch=epoch)):
+                loss = nn.functional.cross_entropy(model(x[ids]), y[ids], reduction=case.reduction)
+                loss.backward()
+            if case.clip_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), case.clip_norm)
+            opt.step()
+            schedule.step()
+    recorder.close()
+    return RecordedRun(model, modules, x, y, open_memory(root))
+
+
+def layer_inputs(run: RecordedRun, x: torch.Tensor) -> list[np.ndarray]:
+    """Each recorded module's input on ``x``: the queries of the dual form, ``(nq, in)`` each."""
+    captured: list[np.ndarray] = []
+    handles = [m.register_forward_hook(lambda mod, args, out: captured.append(args[0].detach().numpy()))
+               for m in run.modules]
+    try:
+        with torch.no_grad():
+            run.model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return captured
+
+
+def verify_run(run: RecordedRun, n_queries: int = 16) -> list[DualVerification]:
+    queries = layer_inputs(run, run.inputs[:n_queries])
+    return [verify_layer(dual_layer(run.memory[name]), q) for name, q in zip(run.memory, queries)]
+
+
+def _check(case: DualCase) -> CheckResult:
+    with tempfile.TemporaryDirectory() as tmp:
+        results = verify_run(train_recorded(case, Path(tmp)))
+    return merge([
+        CheckResult(max(r.weight_max_abs_error, r.output_max_abs_error), r.max_rel_error, TOLERANCE)
+        for r in results
+    ])
+
+
+IDENTITY_CHECKS: tuple[IdentityCheck, ...] = (
+    IdentityCheck("dual form: SGD heavy-ball+decay+clip+schedule, mean loss", lambda: _check(DualCase())),
+    IdentityCheck("dual form: SGD Nesterov+decay+clip+schedule, mean loss",
+                  lambda: _check(DualCase(nesterov=True, seed=1))),
+    IdentityCheck("dual form: SGD momentum+dampening, sum loss, no bias",
+                  lambda: _check(DualCase(dampening=0.3, reduction="sum", bias=False, lr=0.02, seed=2))),
+    IdentityCheck("dual form: plain SGD+decay+schedule, no clipping",
+                  lambda: _check(DualCase(momentum=0.0, clip_norm=None, seed=3))),
+)

@@ -1,0 +1,295 @@
+"""Which training patterns does a prediction attend to? Blocked scoring of queries against the stored keys.
+
+For a layer in dual form, a query q (the layer's input on a test example) attends to unit u with the
+unnormalised score a_u = k_u·q (+1 for the bias's augmented key). Its *contribution* to a read-out direction r
+(the gradient of the predicted class's logit with respect to the layer's output) is
+c_u = (r·v_u)(k_u·q) + r·v^b_u. For the last layer r is a one-hot vector and Σ_u c_u plus the initial weights'
+part is exactly the predicted logit; for hidden layers it is the first-order effect of the unit on that logit.
+
+Scoring is blocked over units, so the queries × units matrix is never held whole: top-k lists are merged block by
+block and totals are accumulated with one-hot matrix products.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ConfigError
+from .units import DualLayer, UnitBlock
+
+
+@dataclass(frozen=True)
+class TopUnits:
+    """The k best units per query: every field is ``(nq, k)``; ``row`` indexes the layer's rows table."""
+
+    score: np.ndarray
+    row: np.ndarray
+    example: np.ndarray
+    label: np.ndarray
+    task: np.ndarray
+    step: np.ndarray
+    epoch: np.ndarray
+
+
+@dataclass(frozen=True)
+class QueryScores:
+    """Per-query results for one layer; ``nq`` queries, C classes, T tasks, E epochs, N examples."""
+
+    attention_top: TopUnits  # largest |k·q|
+    proponents: TopUnits  # largest signed contribution to the read-out
+    opponents: TopUnits  # most negative contribution
+    attention_total: np.ndarray  # (nq,) Σ_u |a_u|
+    contribution_total: np.ndarray  # (nq,) Σ_u c_u
+    entropy: np.ndarray  # (nq,) of p_u = |a_u| / Σ|a|, in nats
+    attention_by_class: np.ndarray  # (nq, C) Σ |a_u| over units whose example has that label
+    contribution_by_class: np.ndarray  # (nq, C)
+    attention_by_task: np.ndarray  # (nq, T)
+    contribution_by_task: np.ndarray  # (nq, T)
+    attention_by_epoch: np.ndarray  # (nq, E)
+    contribution_by_epoch: np.ndarray  # (nq, E)
+    attention_by_example: np.ndarray | None  # (nq, N) when asked for
+    contribution_by_example: np.ndarray | None
+
+    @property
+    def effective_keys(self) -> np.ndarray:
+        """exp(entropy): how many keys the attention is spread over, (nq,)."""
+        return np.exp(self.entropy)
+
+
+class _TopK:
+    """Running top-k over blocks, per query (largest ``score``)."""
+
+    def __init__(self, nq: int, k: int) -> None:
+        self.k = k
+        self.score = torch.full((0, nq), -torch.inf, dtype=torch.float64)
+        self.row = torch.zeros((0, nq), dtype=torch.int64)
+
+    def update(self, score: torch.Tensor, first_row: int) -> None:
+        k = min(self.k, score.shape[0])
+        top, idx = torch.topk(score, k, dim=0)
+        cand_score = torch.cat([self.score, top.to(torch.float64)], 0)
+        cand_row = torch.cat([self.row, idx + first_row], 0)
+        keep = torch.topk(cand_score, min(self.k, cand_score.shape[0]), dim=0).indices
+        self.score = torch.gather(cand_score, 0, keep)
+        self.row = torch.gather(cand_row, 0, keep)
+
+    def result(self, provenance: dict[str, np.ndarray], sign: float = 1.0) -> TopUnits:
+        rows = self.row.T.numpy()
+        return TopUnits(sign * self.score.T.numpy(), rows, *(provenance[f][rows] for f in
+                                                             ("example", "label", "task", "step", "epoch")))
+
+
+def _one_hot(ids: np.ndarray, n: int, what: str, dtype: torch.dtype) -> torch.Tensor:
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise ConfigError(f"{what} id {int(ids.max())} is outside 0..{n - 1}; pass a larger n_{what}")
+    onehot = torch.zeros(len(ids), n, dtype=dtype)
+    onehot[torch.arange(len(ids)), torch.from_numpy(ids.astype(np.int64))] = 1
+    return onehot
+
+
+def score_queries(
+    layer: DualLayer,
+    queries: np.ndarray | torch.Tensor,
+    readouts: np.ndarray | torch.Tensor,
+    k: int = 10,
+    n_classes: int = 10,
+    n_tasks: int = 1,
+    n_epochs: int = 1,
+    n_examples: int | None = None,
+    block_rows: int = 32768,
+    dtype: torch.dtype = torch.float32,
+) -> QueryScores:
+    """Score ``queries (nq, in)`` against every unit of ``layer``; ``readouts (nq, out)`` give the read-out
+    direction per query. ``n_examples`` also returns per-example totals ``(nq, N)``. Runs on the CPU in
+    ``dtype`` (float32 by default: keys are stored in float32 or float16), totals accumulated in float64."""
+    q = torch.as_tensor(np.asarray(queries), dtype=dtype)
+    r = torch.as_tensor(np.asarray(readouts), dtype=dtype)
+    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    if q.ndim != 2 or q.shape[1] != d_in:
+        raise ConfigError(f"queries must be (nq, {d_in}), got {tuple(q.shape)}")
+    if r.shape != (q.shape[0], d_out):
+        raise ConfigError(f"readouts must be ({q.shape[0]}, {d_out}), got {tuple(r.shape)}")
+    for name, value in (("k", k), ("n_classes", n_classes), ("n_tasks", n_tasks), ("n_epochs", n_epochs),
+                        ("block_rows", block_rows)):
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    nq = q.shape[0]
+    offset = 1.0 if layer.has_bias else 0.0
+    groups = n_classes + n_tasks + n_epochs
+    att_groups = torch.zeros(groups, nq, dtype=torch.float64)
+    con_groups = torch.zeros(groups, nq, dtype=torch.float64)
+    att_total = torch.zeros(nq, dtype=torch.float64)
+    con_total = torch.zeros(nq, dtype=torch.float64)
+    xlogx_total = torch.zeros(nq, dtype=torch.float64)
+    per_example = n_examples is not None
+    att_example = torch.zeros(n_examples or 0, nq, dtype=torch.float64) if per_example else None
+    con_example = torch.zeros(n_examples or 0, nq, dtype=torch.float64) if per_example else None
+    top_att, top_pro, top_opp = _TopK(nq, k), _TopK(nq, k), _TopK(nq, k)
+    provenance: dict[str, list[np.ndarray]] = {f: [] for f in ("example", "label", "task", "step", "epoch")}
+    np_dtype = str(dtype).removeprefix("torch.")
+    for block in layer.blocks(block_rows, dtype=np_dtype):
+        first = int(block.row[0])
+        for f in provenance:
+            provenance[f].append(getattr(block, f))
+        key = torch.from_numpy(block.key)
+        raw = key @ q.T  # (b, nq) x_u · q
+        contribution = (torch.from_numpy(block.value) @ r.T) * raw  # (r·v_u)(x_u·q)
+        if block.bias_value is not None:
+            contribution += torch.from_numpy(block.bias_value) @ r.T
+        attention = (raw + offset).abs_() if offset else raw.abs_()
+        top_att.update(attention, first)
+        top_pro.update(contribution, first)
+        top_opp.update(-contribution, first)
+        att_total += attention.sum(0, dtype=torch.float64)
+        con_total += contribution.sum(0, dtype=torch.float64)
+        xlogx_total += torch.special.xlogy(attention, attention).sum(0, dtype=torch.float64)
+        onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
+                            _one_hot(block.task, n_tasks, "tasks", dtype),
+                            _one_hot(block.epoch, n_epochs, "epochs", dtype)], 1)  # (b, groups)
+        att_groups += (onehot.T @ attention).to(torch.float64)
+        con_groups += (onehot.T @ contribution).to(torch.float64)
+        if per_example:
+            if block.example.max() >= n_examples:
+                raise ConfigError(f"example id {int(block.example.max())} >= n_examples={n_examples}")
+            index = torch.from_numpy(block.example.astype(np.int64))
+            att_example.index_add_(0, index, attention.to(torch.float64))
+            con_example.index_add_(0, index, contribution.to(torch.float64))
+    prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
+    safe_total = torch.where(att_total > 0, att_total, torch.ones_like(att_total))
+    entropy = torch.log(safe_total) - xlogx_total / safe_total  # H = log S - Σ|a| log|a| / S
+
+    def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        m = m.T.numpy()
+        return m[:, :n_classes], m[:, n_classes:n_classes + n_tasks], m[:, n_classes + n_tasks:]
+
+    att_c, att_t, att_e = split(att_groups)
+    con_c, con_t, con_e = split(con_groups)
+    return QueryScores(
+        attention_top=top_att.result(prov), proponents=top_pro.result(prov), opponents=top_opp.result(prov, -1.0),
+        attention_total=att_total.numpy(), contribution_total=con_total.numpy(), entropy=entropy.numpy(),
+        attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
+        contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
+        attention_by_example=None if att_example is None else att_example.T.numpy(),
+        contribution_by_example=None if con_example is None else con_example.T.numpy(),
+    )
+
+
+def dense_scores(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    """Reference: the full ``(units, nq)`` attention and contribution matrices in float64, plus provenance.
+
+    Only for small memories (tests): it holds every unit in RAM.
+    """
+    blocks = list(layer.blocks(dtype="float64"))
+    key = np.concatenate([b.key for b in blocks])
+    value = np.concatenate([b.value for b in blocks])
+    q = np.asarray(queries, np.float64)
+    r = np.asarray(readouts, np.float64)
+    raw = key @ q.T
+    contribution = (value @ r.T) * raw
+    if layer.has_bias:
+        contribution += np.concatenate([b.bias_value for b in blocks]) @ r.T
+    attention = np.abs(raw + (1.0 if layer.has_bias else 0.0))
+    prov = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in ("example", "label", "task", "step", "epoch")}
+    return attention, contribution, prov
+
+
+def vote(attention_by_class: np.ndarray) -> np.ndarray:
+    """The class each query attends to most, ``(nq,)``."""
+    return np.argmax(attention_by_class, axis=1)
+
+
+def vote_agreement(attention_by_class: np.ndarray, predictions: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Fractions of queries whose vote equals the model's prediction, and the true label."""
+    votes = vote(attention_by_class)
+    return float(np.mean(votes == np.asarray(predictions))), float(np.mean(votes == np.asarray(labels)))
+
+
+@dataclass(frozen=True)
+class UnitSelection:
+    """A set of units to remove; every given criterion must hold (``None`` = any). ``steps`` is [start, stop)."""
+
+    examples: tuple[int, ...] | None = None
+    classes: tuple[int, ...] | None = None
+    tasks: tuple[int, ...] | None = None
+    epochs: tuple[int, ...] | None = None
+    steps: tuple[int, int] | None = None
+
+    def mask(self, block: UnitBlock) -> np.ndarray:
+        keep = np.ones(len(block.row), dtype=bool)
+        for values, column in ((self.examples, block.example), (self.classes, block.label),
+                               (self.tasks, block.task), (self.epochs, block.epoch)):
+            if values is not None:
+                keep &= np.isin(column, np.asarray(values))
+        if self.steps is not None:
+            keep &= (block.step >= self.steps[0]) & (block.step < self.steps[1])
+        return keep
+
+
+def removal_delta(layer: DualLayer, selection: UnitSelection, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(ΔW (out, in), Δb (out,) or None)`` = Σ over selected units of v kᵀ and v^b, in float64:
+    what those training patterns added to the layer."""
+    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    dW = np.zeros((d_out, d_in))
+    db = np.zeros(d_out) if layer.has_bias else None
+    for block in layer.blocks(block_rows):
+        m = selection.mask(block)
+        if m.any():
+            dW += block.value[m].T @ block.key[m]
+            if db is not None:
+                db += block.bias_value[m].sum(axis=0)
+    return dW, db
+
+
+@contextmanager
+def keys_removed(removals: Sequence[tuple[nn.Linear, np.ndarray, np.ndarray | None]]) -> Iterator[None]:
+    """Within the block, each module's weights lack the given (ΔW, Δb); restored exactly afterwards."""
+    saved = [(m, m.weight.detach().clone(), None if m.bias is None else m.bias.detach().clone()) for m, _, _ in removals]
+    try:
+        with torch.no_grad():
+            for module, dW, db in removals:
+                module.weight -= torch.as_tensor(dW, dtype=module.weight.dtype, device=module.weight.device)
+                if db is not None and module.bias is not None:
+                    module.bias -= torch.as_tensor(db, dtype=module.bias.dtype, device=module.bias.device)
+        yield
+    finally:
+        with torch.no_grad():
+            for module, weight, bias in saved:
+                module.weight.copy_(weight)
+                if bias is not None:
+                    module.bias.copy_(bias)
+
+
+def layer_queries(
+    model: nn.Module, modules: Sequence[nn.Linear], x: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """Run ``model`` on ``x (nq, ...)``: ``(logits (nq, C), inputs per module (nq, in), readouts (nq, out))``.
+
+    A module's read-out is ∂ logit_pred / ∂ (module output), pred = argmax of the logits, per query.
+    """
+    inputs: list[torch.Tensor | None] = [None] * len(modules)
+    outputs: list[torch.Tensor | None] = [None] * len(modules)
+
+    def hook(i: int):
+        def capture(module, args, output):
+            inputs[i] = args[0].detach()
+            outputs[i] = output
+        return capture
+
+    handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(modules)]
+    try:
+        with torch.enable_grad():
+            logits = model(x)
+            if any(o is None for o in outputs):
+                raise ConfigError("a query module was not used by the model's forward pass")
+            picked = logits.gather(1, logits.argmax(1, keepdim=True)).sum()
+            readouts = torch.autograd.grad(picked, outputs, allow_unused=False)
+    finally:
+        for h in handles:
+            h.remove()
+    return logits.detach(), [i for i in inputs], [r.detach() for r in readouts]
