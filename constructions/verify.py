@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 CHECK_MODULES: tuple[str, ...] = (
+    "constructions.dual_form",
     "constructions.gd",
 )
 
