@@ -3,7 +3,8 @@
 - Weights: W_T =? a_W W_0 + Σ_u v_u k_uᵀ (and b_T =? a_b b_0 + Σ_u v^b_u), rebuilt from the stored memory.
 - Outputs: W_T q + b_T =? a_W W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u, the dual (attention) form.
 - Residual: R = W_T - (rebuilt weights). For SGD it is round-off; for Adam-type optimizers it is not, and
-  ``unexplained_share`` reports, per output unit j, ‖R_j‖ / ‖W_T,j - a W_0,j‖ (weight row and bias together).
+  ``unexplained_share`` reports, per output unit j, ‖R_j‖ / ‖W_T,j - a W_0,j‖ (weight row and bias together;
+  a row that moved by round-off only, e.g. a dead ReLU unit, is measured against ‖W_T,j‖ instead).
 
 Errors are norm-wise like ``constructions.verify.compare``: max|actual - expected| / max|expected|.
 """
@@ -115,7 +116,11 @@ def verify_layer(
     if bias is not None:
         res2 += (bias - b) ** 2
         moved2 += (bias - layer.initial_scale_b * layer.initial_bias) ** 2
-    share = np.sqrt(res2) / np.where(moved2 > 0, np.sqrt(moved2), 1.0)
+    size2 = (weight**2).sum(axis=1) + (0.0 if bias is None else bias**2)
+    # A row that never learnt (a dead ReLU unit) moved by round-off only: measure it against its own size.
+    still = moved2 <= 1e-24 * size2
+    denominator = np.sqrt(np.where(still, size2, moved2))
+    share = np.sqrt(res2) / np.where(denominator > 0, denominator, 1.0)
     return DualVerification(
         layer=layer.name, exact=bool(layer.memory.info["exact"]), weight_max_abs_error=w_abs,
         weight_max_rel_error=w_rel, output_max_abs_error=o_abs, output_max_rel_error=o_rel,
