@@ -1,0 +1,142 @@
+"""Proposition 3 (von Oswald et al. 2023): on separate x and y tokens, a softmax layer that copies each y_i into
+its x token's y slot, then the Prop. 1 layer, is one GD step.
+
+Copy layer (one head, key size max(2F, d_y)), on tokens [x | y | p_t] (``icl_gd.separate_tokens``):
+    W_Q e_t = β R p_t = β p_{t+1},   W_K e_s = p_s,   W_V e_s = y-slot of e_s,   P writes into the y slot.
+Token t attends to s with weight softmax_s(β p_{t+1}·p_s): as β -> ∞ all of it lands on s = t+1 (cyclically),
+so x_i's y slot receives y_i, the query's receives x_1's empty slot (0), and y tokens receive the empty slot of
+the next x token. For finite β every token puts a mass ε ≤ (2N-1) e^{-β Δ} elsewhere, Δ the score gap of the
+encoding, so the copy error is at most 2 ε max|y| per slot: exact in the limit β -> ∞, and within round-off once
+β Δ is a few dozen.
+
+GD layer: the Prop. 1 weights on the x and y slots (zero on positions). y tokens have an empty x slot, so their
+keys vanish and only the N x tokens, now (x_i, y_i), are summed: one GD step with rate η from W = 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from icl_gd.errors import ConfigError
+from icl_gd.gd import gd_predict
+from icl_gd.lsa import LSAWeights
+from icl_gd.separate_tokens import SeparateLayout, SeparateModelConfig, SeparateTokenModel, SinusoidalPositions
+from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
+
+from .gd import gd_step_weights
+from .verify import CheckResult, IdentityCheck, compare
+
+
+def copy_layer_weights(layout: SeparateLayout, beta: float, dtype: torch.dtype = torch.float64) -> LSAWeights:
+    """The copy layer: scores β p_{t+1}·p_s, values and projection moving the y slot. Blocks (1, k, D), (1, D, k)."""
+    if not beta > 0:
+        raise ConfigError(f"copy inverse temperature beta must be positive, got {beta!r}")
+    D, d_pos, d_y = layout.d_model, layout.d_pos, layout.d_y
+    k = copy_key_size(layout)
+    W_Q = torch.zeros(1, k, D, dtype=dtype)
+    W_K = torch.zeros(1, k, D, dtype=dtype)
+    W_V = torch.zeros(1, k, D, dtype=dtype)
+    P = torch.zeros(1, D, k, dtype=dtype)
+    W_Q[0, :d_pos, layout.pos_slot] = beta * layout.positions.shift(layout.n_context, dtype)
+    W_K[0, :d_pos, layout.pos_slot] = torch.eye(d_pos, dtype=dtype)
+    W_V[0, :d_y, layout.y_slot] = torch.eye(d_y, dtype=dtype)
+    P[0, layout.y_slot, :d_y] = torch.eye(d_y, dtype=dtype)
+    return LSAWeights(W_Q, W_K, W_V, P)
+
+
+def copy_key_size(layout: SeparateLayout) -> int:
+    return max(layout.d_pos, layout.d_y)
+
+
+def gd_layer_weights(layout: SeparateLayout, eta: float, dtype: torch.dtype = torch.float64) -> LSAWeights:
+    """Prop. 1 weights on the [x | y] slots, padded with zeros on the positional slots: (1, D, D) blocks."""
+    small = gd_step_weights(layout.d_x, layout.d_y, layout.n_context, eta, dtype=dtype)
+    D, d = layout.d_model, layout.d_x + layout.d_y
+
+    def pad(m: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(1, D, D, dtype=dtype)
+        out[0, :d, :d] = m[0]
+        return out
+
+    return LSAWeights(pad(small.W_Q), pad(small.W_K), pad(small.W_V), pad(small.P))
+
+
+def prop3_model(layout: SeparateLayout, eta: float, beta: float, dtype: torch.dtype = torch.float64,
+                ) -> SeparateTokenModel:
+    """The two-layer model of Proposition 3: copy (inverse temperature β) then one GD step (rate η)."""
+    model = SeparateTokenModel(layout, SeparateModelConfig(n_heads=1, key_size=copy_key_size(layout))).to(dtype)
+    model.copy.load_weights(copy_layer_weights(layout, beta, dtype))
+    model.gd.load_weights(gd_layer_weights(layout, eta, dtype))
+    return model
+
+
+def score_gap(layout: SeparateLayout) -> float:
+    """Δ = min over m ≠ 0 (mod T) of p_{t+1}·p_{t+1} - p_{t+1}·p_{t+1+m} = F - max_m Σ_f cos(ω_f m) (β = 1)."""
+    F, T = layout.positions.resolved(layout.n_context)
+    if F <= 0 or T < 2:
+        raise ConfigError(f"positional encoding with F={F}, T={T} cannot tell neighbours apart")
+    omegas = layout.positions.omegas(layout.n_context)
+    shifts = torch.arange(1, T, dtype=torch.float64)
+    similarities = torch.cos(shifts[:, None] * omegas[None]).sum(-1)
+    return float(F - similarities.max())
+
+
+def copy_leak_bound(layout: SeparateLayout, beta: float) -> float:
+    """ε(β) = (2N - 1) e^{-β Δ}: an upper bound on the attention mass a copy-layer token puts off its target."""
+    return (2 * layout.n_context - 1) * math.exp(-beta * score_gap(layout))
+
+
+# ---------------------------------------------------------------------------------------------------- checks
+def _layout_and_tokens(d_x: int, d_y: int, n_context: int, batch: int, seed: int, dtype: torch.dtype,
+                       positions: SinusoidalPositions = SinusoidalPositions()):
+    task = LinearRegressionTask(d=d_x, n_context=n_context, d_y=d_y, inputs=UniformInputs(2.0))
+    data = task.sample(batch, seed=seed, stream=Stream.TEST, dtype=dtype)
+    layout = SeparateLayout(d_x, d_y, n_context, positions)
+    return layout, data, layout.tokens(data)
+
+
+def check_copy_then_gd(d_x: int, d_y: int, n_context: int, batch: int, eta: float, beta: float, seed: int,
+                       positions: SinusoidalPositions = SinusoidalPositions(), dtype: torch.dtype = torch.float64,
+                       tolerance: float = 1e-12) -> CheckResult:
+    """The model's ŷ against one explicit GD step; at large β the copy is exact to round-off."""
+    layout, data, tokens = _layout_and_tokens(d_x, d_y, n_context, batch, seed, dtype, positions)
+    model = prop3_model(layout, eta, beta, dtype)
+    with torch.no_grad():
+        got = model(tokens)
+    want = gd_predict(data.x_context, data.y_context, data.x_query, [eta])
+    return compare(got, want, tolerance)
+
+
+def check_copied_tokens(d_x: int, d_y: int, n_context: int, batch: int, beta: float, seed: int,
+                        dtype: torch.dtype = torch.float64, tolerance: float = 1e-12) -> CheckResult:
+    """After the copy layer every x token is (x_i, y_i, p_t) and the query keeps an empty y slot."""
+    layout, data, tokens = _layout_and_tokens(d_x, d_y, n_context, batch, seed, dtype)
+    model = prop3_model(layout, 1.0, beta, dtype)
+    with torch.no_grad():
+        _, states = model(tokens, return_tokens=True)
+    expected = tokens.clone()
+    expected[:, 0::2, layout.y_slot] = data.y  # x_i gets y_i; the query (the last even token) gets 0
+    expected[:, -1, layout.y_slot] = 0
+    return compare(states[1][:, 0::2], expected[:, 0::2], tolerance)
+
+
+def _random_shapes_check() -> CheckResult:
+    from .verify import merge
+
+    gen = torch.Generator().manual_seed(99)
+    results = []
+    for trial in range(10):
+        d_x, d_y = (int(v) for v in torch.randint(1, 6, (2,), generator=gen))
+        n = int(torch.randint(2, 16, (1,), generator=gen))
+        eta = float(torch.rand((), generator=gen) * 2)
+        results.append(check_copy_then_gd(d_x, d_y, n, 8, eta, beta=20.0, seed=trial))
+    return merge(results)
+
+
+IDENTITY_CHECKS = (
+    IdentityCheck("prop3: copy layer puts y_i in x_i's slot (β=20, d=10, N=10)",
+                  lambda: check_copied_tokens(10, 1, 10, 32, beta=20.0, seed=1)),
+    IdentityCheck("prop3: copy + Prop. 1 layer = one GD step (random shapes, β=20)", _random_shapes_check),
+)
