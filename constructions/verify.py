@@ -15,6 +15,8 @@ import torch
 CHECK_MODULES: tuple[str, ...] = (
     "constructions.dual_form",
     "constructions.gd",
+    "constructions.prop2",
+    "constructions.prop3",
 )
 
 
