@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 
 USAGE_ERRORS = (ConfigError, RunDirectoryError)
+HEADLINE = ("lr_gd", "eta_trained", "cos_sensitivity", "test_accuracy", "verify_max_rel_error")
 
 
 def _fail(exc: BaseException) -> None:
@@ -70,7 +71,8 @@ def run(
     except KeyboardInterrupt:
         typer.echo("icl-gd: interrupted; rerun the same command to resume from the last checkpoint", err=True)
         raise typer.Exit(130)
-    summary = ", ".join(f"{k}={v:.4g}" for k, v in mean.items() if isinstance(v, float))
+    headline = [k for k in mean if isinstance(mean[k], float) and (k.startswith("loss_") or k in HEADLINE)]
+    summary = ", ".join(f"{k}={mean[k]:.4g}" for k in headline[:8])
     typer.echo(f"{study}: wrote {out}  ({summary})")
 
 

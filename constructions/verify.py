@@ -17,6 +17,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "constructions.gd",
     "constructions.prop2",
     "constructions.prop3",
+    "constructions.gdpp",
 )
 
 

@@ -156,6 +156,26 @@ class LSALayer(nn.Module):
         attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, T, N)
         return torch.einsum("hdk,bhtk->btd", self.P, attn @ v)
 
+    def query_update(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The update (B, D) of the last token only, before damping; what a final layer needs for ŷ.
+
+        Linear: Σ_h PV_h Σ_i e_i (e_iᵀ KQ_h e_q) computed as two batched mat-vecs, O(N D) per task and head.
+        """
+        e = self.norm(tokens) if self.norm is not None else tokens
+        context, e_q = e[:, :-1], e[:, -1]
+        if self.config.softmax:
+            q = torch.einsum("hkd,bd->bhk", self.W_Q, e_q)
+            k = torch.einsum("hkd,bnd->bhnk", self.W_K, context)
+            v = torch.einsum("hkd,bnd->bhnk", self.W_V, context)
+            attn = torch.softmax(torch.einsum("bhk,bhnk->bhn", q, k), dim=-1)
+            return torch.einsum("hdk,bhk->bd", self.P, torch.einsum("bhn,bhnk->bhk", attn, v))
+        PV = self.P @ self.W_V  # (H, D, D)
+        KQ = self.W_K.transpose(-1, -2) @ self.W_Q  # (H, D, D)
+        u = (e_q @ KQ.transpose(-1, -2)).permute(1, 2, 0)  # (B, D, H): KQ_h e_q
+        scores = context @ u  # (B, N, H): e_iᵀ KQ_h e_q
+        read = context.transpose(1, 2) @ scores  # (B, D, H): Σ_i e_i score_i
+        return torch.einsum("hed,bdh->be", PV, read)
+
     def attention_map(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, H, T, N) attention weights (softmax) or raw scores (linear)."""
         e = self.norm(tokens) if self.norm is not None else tokens
@@ -193,12 +213,22 @@ class LSAModel(nn.Module):
     def forward(self, tokens: torch.Tensor, return_tokens: bool = False, n_applications: int | None = None):
         states = [tokens]
         clip = self.config.clip_activations
-        for layer in self.layer_sequence(n_applications):
+        layers = self.layer_sequence(n_applications)
+        # Without return_tokens only the query's final state is needed: the last layer updates it alone.
+        full_layers = layers if return_tokens else layers[:-1]
+        for layer in full_layers:
             tokens = layer(tokens)
             if clip is not None:
                 tokens = tokens.clamp(-clip, clip)
             states.append(tokens)
-        prediction = -tokens[:, -1, -self.config.d_y :]
+        if return_tokens:
+            query = tokens[:, -1]
+        else:
+            last = layers[-1]
+            query = tokens[:, -1] + last.config.damping * last.query_update(tokens)
+            if clip is not None:
+                query = query.clamp(-clip, clip)
+        prediction = -query[:, -self.config.d_y :]
         return (prediction, states) if return_tokens else prediction
 
     def weights(self) -> list[LSAWeights]:

@@ -1,0 +1,69 @@
+"""Pure metrics: losses, input sensitivities, alignment between a model and a reference (PROTOCOL §1).
+
+Shapes: B tasks, T tokens, D token width, d_x inputs, d_y outputs. A predictor is anything that maps tokens
+(B, T, D) to ŷ (B, d_y). Alignment compares raw query outputs f = -ŷ; |f - f_ref| = |ŷ - ŷ_ref| and the
+cosine of sensitivities is sign-free, so both are computed on ŷ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .lsa import LSAWeights
+
+Predictor = Callable[[torch.Tensor], torch.Tensor]
+
+
+def regression_loss(prediction: torch.Tensor, target: torch.Tensor) -> float:
+    """0.5 · mean over tasks of ‖ŷ - y‖²."""
+    return float(0.5 * ((prediction - target) ** 2).sum(-1).mean())
+
+
+def predictions_and_sensitivities(
+    predictor: Predictor, tokens: torch.Tensor, d_x: int, query_index: int = -1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ŷ (B, d_y) and s = ∂ŷ/∂x_q (B, d_x) of the first output, x_q = tokens[:, query_index, :d_x].
+
+    Tasks are independent, so the gradient of Σ_b ŷ_b with respect to every query at once is per-task exact.
+    """
+    with torch.enable_grad():
+        tokens = tokens.detach().clone()
+        x_q = tokens[:, query_index, :d_x].clone().requires_grad_(True)
+        tokens[:, query_index, :d_x] = x_q
+        prediction = predictor(tokens)
+        (grad,) = torch.autograd.grad(prediction[:, 0].sum(), x_q)
+    return prediction.detach(), grad.detach()
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Mean |f - f_ref|, mean cos(s, s_ref) and mean ‖s - s_ref‖₂ over tasks."""
+
+    pred_diff: float
+    cos_sensitivity: float
+    sensitivity_diff: float
+
+
+def alignment(pred: torch.Tensor, pred_ref: torch.Tensor, sens: torch.Tensor, sens_ref: torch.Tensor) -> Alignment:
+    """Alignment of (ŷ (B, d_y), s (B, d_x)) with a reference's."""
+    cos = torch.nn.functional.cosine_similarity(sens, sens_ref, dim=-1, eps=1e-12)
+    return Alignment(
+        pred_diff=float((pred - pred_ref).abs().sum(-1).mean()),
+        cos_sensitivity=float(cos.mean()),
+        sensitivity_diff=float((sens - sens_ref).norm(dim=-1).mean()),
+    )
+
+
+def effective_eta(weights: LSAWeights, d_x: int, n_context: int) -> float:
+    """The GD rate an LSA layer implements: -N · Σ_h PV_h[y, y] · mean diag(KQ_h[x, x]) (KQ = W_Kᵀ W_Q).
+
+    For the Prop. 1 weights this is exactly η; for a trained layer it reads η off the two blocks that matter
+    for the query's prediction (the gauge-invariant product of the score scale and the value scale).
+    """
+    QK, PV = weights.products()
+    score_scale = torch.diagonal(QK[:, :d_x, :d_x], dim1=-2, dim2=-1).mean(-1)  # (H,)
+    value_scale = torch.diagonal(PV[:, d_x:, d_x:], dim1=-2, dim2=-1).mean(-1)  # (H,)
+    return float(-n_context * (score_scale * value_scale).sum())

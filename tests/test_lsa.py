@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+from icl_gd.errors import ConfigError
+from icl_gd.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights
+
+
+def _tokens(B=6, T=8, D=5, seed=0, dtype=torch.float64):
+    return torch.randn(B, T, D, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+@pytest.mark.parametrize("heads,key_size", [(1, None), (3, 4), (2, 7)])
+def test_fast_linear_path_equals_explicit_attention(heads, key_size):
+    layer = LSALayer(LSAConfig(d_model=5, n_heads=heads, key_size=key_size, init_scale=1.0)).double()
+    tokens = _tokens()
+    explicit = layer.explicit_update(tokens)
+    torch.testing.assert_close(layer.attention_update(tokens), explicit, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(layer.query_update(tokens), explicit[:, -1], rtol=1e-12, atol=1e-12)
+
+
+def test_query_is_not_attended_but_every_token_is_updated():
+    layer = LSALayer(LSAConfig(d_model=5, init_scale=1.0)).double()
+    tokens = _tokens()
+    changed = tokens.clone()
+    changed[:, -1] += 1.0
+    # Changing the query changes only the query's own update: it is not a key/value for anyone.
+    delta = layer.attention_update(changed) - layer.attention_update(tokens)
+    assert delta[:, :-1].abs().max() < 1e-12 and delta[:, -1].abs().max() > 1e-6
+    assert (layer.attention_update(tokens)[:, :-1].abs() > 0).all()
+
+
+@pytest.mark.parametrize("softmax,layer_norm", [(True, False), (False, True), (True, True)])
+def test_query_path_matches_full_path_for_variants(softmax, layer_norm):
+    config = LSAConfig(d_model=5, n_heads=2, softmax=softmax, layer_norm=layer_norm, init_scale=1.0)
+    layer = LSALayer(config).double()
+    tokens = _tokens()
+    torch.testing.assert_close(layer.query_update(tokens), layer.attention_update(tokens)[:, -1])
+
+
+def test_softmax_attention_rows_sum_to_one():
+    layer = LSALayer(LSAConfig(d_model=5, n_heads=2, softmax=True, init_scale=1.0)).double()
+    attn = layer.attention_map(_tokens())
+    torch.testing.assert_close(attn.sum(-1), torch.ones_like(attn.sum(-1)))
+
+
+def test_damping_scales_the_update():
+    config = LSAConfig(d_model=5, damping=0.25, init_scale=1.0)
+    layer = LSALayer(config).double()
+    tokens = _tokens()
+    torch.testing.assert_close(layer(tokens) - tokens, 0.25 * layer.attention_update(tokens))
+
+
+@pytest.mark.parametrize("recurrent", [True, False])
+def test_model_prediction_equals_last_state_and_applies_layers(recurrent):
+    model = LSAModel(LSAConfig(d_model=5, n_layers=3, recurrent=recurrent, init_scale=1.0)).double()
+    tokens = _tokens()
+    pred, states = model(tokens, return_tokens=True)
+    assert len(states) == 4 and len(model.layers) == (1 if recurrent else 3)
+    torch.testing.assert_close(pred, -states[-1][:, -1, -1:])
+    torch.testing.assert_close(model(tokens), pred)
+
+
+def test_recurrent_model_runs_past_its_depth_and_separate_model_refuses():
+    tied = LSAModel(LSAConfig(d_model=5, n_layers=2, recurrent=True)).double()
+    assert tied(_tokens(), n_applications=7).shape == (6, 1)
+    separate = LSAModel(LSAConfig(d_model=5, n_layers=2)).double()
+    with pytest.raises(ConfigError, match="cannot apply 7"):
+        separate(_tokens(), n_applications=7)
+
+
+def test_activation_clipping_bounds_tokens():
+    model = LSAModel(LSAConfig(d_model=5, n_layers=2, clip_activations=0.5, init_scale=50.0)).double()
+    _, states = model(_tokens() * 10, return_tokens=True)
+    assert states[-1].abs().max() <= 0.5
+
+
+def test_init_is_seeded_and_has_the_authors_variance():
+    a, b = LSAModel(LSAConfig(d_model=11), seed=1), LSAModel(LSAConfig(d_model=11), seed=1)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    big = LSALayer(LSAConfig(d_model=200, init_scale=0.002))
+    var = big.W_Q.detach().var().item()
+    assert abs(var - 0.002 / 200) / (0.002 / 200) < 0.05
+
+
+def test_weights_roundtrip_and_products():
+    layer = LSALayer(LSAConfig(d_model=4, n_heads=2, init_scale=1.0)).double()
+    w = layer.weights()
+    QK, PV = w.products()
+    rebuilt = LSAWeights.from_products(QK, PV)
+    torch.testing.assert_close(rebuilt.products()[0], QK)
+    torch.testing.assert_close(rebuilt.products()[1], PV)
+    other = LSALayer(LSAConfig(d_model=4, n_heads=2)).double().load_weights(w)
+    tokens = _tokens(D=4)
+    torch.testing.assert_close(other(tokens), layer(tokens))
+    with pytest.raises(ConfigError, match="shape"):
+        LSALayer(LSAConfig(d_model=4)).double().load_weights(w)
+
+
+@pytest.mark.parametrize("kwargs", [dict(d_model=0), dict(d_model=4, n_layers=0), dict(d_model=4, n_heads=-1),
+                                    dict(d_model=4, key_size=0), dict(d_model=4, damping=0.0),
+                                    dict(d_model=4, clip_activations=-1.0)])
+def test_bad_model_config(kwargs):
+    with pytest.raises(ConfigError):
+        LSAConfig(**kwargs)
