@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import warnings
+
 import numpy as np
 import torch
 from torch import nn
@@ -85,6 +87,13 @@ class _TopK:
                                                              ("example", "label", "task", "step", "epoch")))
 
 
+def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing memory with a read-only memory map (never written to), without torch's warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
 def _one_hot(ids: np.ndarray, n: int, what: str, dtype: torch.dtype) -> torch.Tensor:
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         raise ConfigError(f"{what} id {int(ids.max())} is outside 0..{n - 1}; pass a larger n_{what}")
@@ -137,7 +146,7 @@ def score_queries(
         first = int(block.row[0])
         for f in provenance:
             provenance[f].append(getattr(block, f))
-        key = torch.from_numpy(block.key)
+        key = _readonly_tensor(block.key)
         raw = key @ q.T  # (b, nq) x_u · q
         contribution = (torch.from_numpy(block.value) @ r.T) * raw  # (r·v_u)(x_u·q)
         if block.bias_value is not None:
