@@ -55,6 +55,7 @@ class QueryScores:
     contribution_by_task: np.ndarray  # (nq, T)
     attention_by_epoch: np.ndarray  # (nq, E)
     contribution_by_epoch: np.ndarray  # (nq, E)
+    attention_by_task_epoch: np.ndarray  # (nq, T, E): attention over training time, split by task
     attention_by_example: np.ndarray | None  # (nq, N) when asked for
     contribution_by_example: np.ndarray | None
 
@@ -130,7 +131,7 @@ def score_queries(
             raise ConfigError(f"{name} must be positive, got {value}")
     nq = q.shape[0]
     offset = 1.0 if layer.has_bias else 0.0
-    groups = n_classes + n_tasks + n_epochs
+    groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
     att_groups = torch.zeros(groups, nq, dtype=torch.float64)
     con_groups = torch.zeros(groups, nq, dtype=torch.float64)
     att_total = torch.zeros(nq, dtype=torch.float64)
@@ -160,7 +161,9 @@ def score_queries(
         xlogx_total += torch.special.xlogy(attention, attention).sum(0, dtype=torch.float64)
         onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
                             _one_hot(block.task, n_tasks, "tasks", dtype),
-                            _one_hot(block.epoch, n_epochs, "epochs", dtype)], 1)  # (b, groups)
+                            _one_hot(block.epoch, n_epochs, "epochs", dtype),
+                            _one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
+                            ], 1)  # (b, groups)
         att_groups += (onehot.T @ attention).to(torch.float64)
         con_groups += (onehot.T @ contribution).to(torch.float64)
         if per_example:
@@ -173,17 +176,20 @@ def score_queries(
     safe_total = torch.where(att_total > 0, att_total, torch.ones_like(att_total))
     entropy = torch.log(safe_total) - xlogx_total / safe_total  # H = log S - Σ|a| log|a| / S
 
-    def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         m = m.T.numpy()
-        return m[:, :n_classes], m[:, n_classes:n_classes + n_tasks], m[:, n_classes + n_tasks:]
+        ends = np.cumsum([n_classes, n_tasks, n_epochs])
+        return (m[:, :ends[0]], m[:, ends[0]:ends[1]], m[:, ends[1]:ends[2]],
+                m[:, ends[2]:].reshape(nq, n_tasks, n_epochs))
 
-    att_c, att_t, att_e = split(att_groups)
-    con_c, con_t, con_e = split(con_groups)
+    att_c, att_t, att_e, att_te = split(att_groups)
+    con_c, con_t, con_e, _ = split(con_groups)
     return QueryScores(
         attention_top=top_att.result(prov), proponents=top_pro.result(prov), opponents=top_opp.result(prov, -1.0),
         attention_total=att_total.numpy(), contribution_total=con_total.numpy(), entropy=entropy.numpy(),
         attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
         contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
+        attention_by_task_epoch=att_te,
         attention_by_example=None if att_example is None else att_example.T.numpy(),
         contribution_by_example=None if con_example is None else con_example.T.numpy(),
     )

@@ -54,11 +54,12 @@ class RecordedLayer:
 
 @dataclass(frozen=True)
 class Provenance:
-    """Who the rows of the current mini-batch are: ``example (B,)``, ``label (B,)`` ids, one task and epoch."""
+    """Who the rows of the current mini-batch are: ``example (B,)``, ``label (B,)``, ``task`` (one id, or
+    ``(B,)`` when a batch mixes tasks) and the epoch."""
 
     example: torch.Tensor
     label: torch.Tensor
-    task: int
+    task: int | torch.Tensor
     epoch: int
 
 
@@ -172,10 +173,12 @@ class DualRecorder:
         """Record the forward and backward passes run inside this block as the rows of one mini-batch."""
         if self._closed:
             raise ConfigError("the recorder is closed")
-        if provenance.example.ndim != 1 or provenance.label.shape != provenance.example.shape:
+        shapes = [provenance.label.shape] + (
+            [provenance.task.shape] if isinstance(provenance.task, torch.Tensor) else [])
+        if provenance.example.ndim != 1 or any(shape != provenance.example.shape for shape in shapes):
             raise ConfigError(
-                f"provenance example/label must be 1-D of equal length, got {tuple(provenance.example.shape)} "
-                f"and {tuple(provenance.label.shape)}"
+                f"provenance example/label/task must be 1-D of equal length, got {tuple(provenance.example.shape)} "
+                f"and {[tuple(s) for s in shapes]}"
             )
         self._provenance = provenance
         try:
@@ -202,7 +205,8 @@ class DualRecorder:
         spec = state.spec
         example = _to_numpy(provenance.example, "int64")
         label = _to_numpy(provenance.label, "int64")
-        task = np.full(len(example), provenance.task, dtype=np.int64)
+        task = (_to_numpy(provenance.task, "int64") if isinstance(provenance.task, torch.Tensor)
+                else np.full(len(example), provenance.task, dtype=np.int64))
         rows = {
             "error": _to_numpy(error, self.value_dtype),
             "example": example,
