@@ -62,8 +62,8 @@ class DualFormConfig:
     hidden: int = 256
     epochs: int = 3  # per task
     steps: int | None = None  # optional cap on optimizer steps per task phase (the CLI's --steps)
-    batch_size: int = 64
-    lr: float = 0.05
+    batch_size: int = 32
+    lr: float = 0.1
     momentum: float = 0.9
     weight_decay: float = 1e-4
     lr_decay: float = 0.7  # lr × lr_decay after every epoch

@@ -1,0 +1,110 @@
+"""The command line: studies, verify, a tiny end-to-end run, and every user mistake as a one-line error."""
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+runner = CliRunner()
+TINY = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set", "n_ood=50",
+        "--set", "batch_size=64", "--set", "eval_every=10", "--set", "interpolation_points=3", "--no-progress"]
+
+
+def _invoke(args):
+    result = runner.invoke(app, args)
+    return result.exit_code, result.output
+
+
+def test_studies_lists_single_layer():
+    code, out = _invoke(["studies"])
+    assert code == 0 and "single-layer" in out
+
+
+def test_verify_passes_and_prints_errors():
+    code, out = _invoke(["verify"])
+    assert code == 0, out
+    assert "prop1" in out and "max rel" in out and "FAIL" not in out
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "single"
+    code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY, "--seeds", "2"])
+    assert code == 0, text
+    return out
+
+
+def test_tiny_run_writes_everything(tiny_run):
+    names = {p.name for p in tiny_run.iterdir()}
+    assert {"config.json", "metrics.json", "curves.csv", "ood.csv", "interpolation.csv", "checkpoints",
+            "figures"} <= names
+    figures = {p.name for p in (tiny_run / "figures").iterdir()}
+    for stem in ("loss_curves", "alignment_curves", "ood", "interpolation", "weights"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= figures
+    config = json.loads((tiny_run / "config.json").read_text())
+    assert config["study"] == "single-layer" and config["config"]["steps"] == 20 and config["config"]["seeds"] == 2
+    metrics = json.loads((tiny_run / "metrics.json").read_text())
+    for key in ("loss_trained", "loss_gd", "lr_gd", "loss_zero", "loss_interpolated", "cos_sensitivity",
+                "sensitivity_diff", "pred_diff", "eta_trained", "untrained_cos_sensitivity",
+                "gd_eta_x2_pred_diff", "gd_eta_half_sensitivity_diff"):
+        assert isinstance(metrics["mean"][key], float), key
+    assert set(metrics["seeds"]) == {"0", "1"}
+    header = (tiny_run / "curves.csv").read_text().splitlines()[0]
+    assert header == "step,seed,model,metric,value"
+    assert (tiny_run / "ood.csv").read_text().splitlines()[0] == "seed,sweep,value,model,loss"
+
+
+def test_finished_run_needs_force_and_same_seed_gives_same_numbers(tiny_run, tmp_path):
+    code, out = _invoke(["run", "single-layer", "--out", str(tiny_run), *TINY])
+    assert code == 2 and "already holds a finished run" in out and "Traceback" not in out
+    other = tmp_path / "again"
+    code, _ = _invoke(["run", "single-layer", "--out", str(other), *TINY, "--seeds", "2"])
+    assert code == 0
+    first = json.loads((tiny_run / "metrics.json").read_text())
+    second = json.loads((other / "metrics.json").read_text())
+    assert first == second
+
+
+@pytest.mark.parametrize("args,message", [
+    (["run", "nope", "--out", "{out}"], "unknown study 'nope'"),
+    (["run", "single-layer", "--out", "{out}", "--set", "d=0"], "d must be a positive integer, got 0"),
+    (["run", "single-layer", "--out", "{out}", "--steps", "-5"], "steps must be a positive integer, got -5"),
+    (["run", "single-layer", "--out", "{out}", "--set", "dd=3"], "unknown --set key 'dd'"),
+    (["run", "single-layer", "--out", "{out}", "--set", "d=ten"], "d='ten' is not an integer"),
+    (["run", "single-layer", "--out", "{out}", "--set", "recurrent=maybe"], "is not a boolean"),
+    (["run", "single-layer", "--out", "{out}", "--set", "lr"], "KEY=VALUE"),
+    (["run", "single-layer", "--out", "{out}", "--device", "tpu"], "--device"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
+    code, out = _invoke([a.format(out=tmp_path / "o") for a in args])
+    assert code == 2, out
+    assert message in out and "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1
+
+
+def test_unwritable_out_is_a_usage_error(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores permissions: use a path under a file instead
+            target = tmp_path / "afile"
+            target.write_text("x")
+            out_dir = target / "sub"
+        else:
+            out_dir = locked / "sub"
+        code, out = _invoke(["run", "single-layer", "--out", str(out_dir), *TINY])
+        assert code == 2 and "--out" in out and "Traceback" not in out
+    finally:
+        locked.chmod(0o700)
+
+
+def test_divergence_is_a_runtime_error_exit_1(tmp_path):
+    code, out = _invoke(["run", "single-layer", "--out", str(tmp_path / "nan"), *TINY, "--set", "lr=1e8",
+                         "--set", "grad_clip=none"])
+    assert code == 1, out
+    assert "diverged" in out and "Traceback" not in out
+    assert not (tmp_path / "nan" / "metrics.json").exists()

@@ -1,0 +1,86 @@
+"""The dual-form study end to end on digits (tiny), its config validation and reproducibility."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cli import app
+from icl_gd.config import apply_overrides
+from icl_gd.errors import ConfigError
+from studies import get_study
+from studies.base import RunContext
+from studies.dual_form import DualFormConfig, resolve_dataset
+
+TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
+        "train_examples=120"]
+
+
+def test_cli_runs_all_three_settings(tmp_path):
+    out = tmp_path / "run"
+    args = ["run", "dual-form", "--out", str(out), "--steps", "6", "--seeds", "1", "--no-progress"]
+    for item in TINY:
+        args += ["--set", item]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    mean = json.loads((out / "metrics.json").read_text())["mean"]
+    for key in ("verify_max_rel_error", "test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label"):
+        assert math.isfinite(mean[key]), key
+    assert mean["verify_max_rel_error"] <= 1e-10  # float64 training, float64 keys on digits
+    for setting in ("single", "joint", "continual"):
+        assert 0 <= mean[f"{setting}.test_accuracy"] <= 1
+        for name in ("top_training_images", "class_attention", "attention_over_time"):
+            assert (out / "figures" / f"{name}_{setting}.png").stat().st_size > 0
+            assert (out / "figures" / f"{name}_{setting}.pdf").stat().st_size > 0
+    assert mean["continual.output.n_keys"] == 2 * 6 * 32  # two phases × 6 steps × batch 32
+    assert mean["single.input.n_keys"] == 6 * 32
+    assert 0 < mean["joint.output.attention_share_task1"] < 1
+    for name in ("vote_accuracy", "verification_errors"):
+        assert (out / "figures" / f"{name}.png").exists()
+    header = (out / "curves.csv").read_text().splitlines()[0]
+    assert header == "step,seed,model,metric,value"
+    assert "task0" in (out / "removal.csv").read_text()
+    config = json.loads((out / "config.json").read_text())["config"]
+    assert config["steps"] == 6 and config["seeds"] == 1
+
+
+def test_same_seed_same_numbers(tmp_path):
+    study = get_study("dual-form")
+    config = apply_overrides(study.default_config(), TINY + ["settings=joint", "steps=4"])
+    results = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        out.mkdir()
+        mean = study.run(config, RunContext(out, torch.device("cpu"), progress=False))
+        results.append({k: v for k, v in mean.items() if "wall_seconds" not in k})
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("override,match", [
+    ("hidden=0", "hidden must be positive"),
+    ("epochs=-1", "epochs must be positive"),
+    ("lr=0", "lr must be positive"),
+    ("steps=0", "steps must be positive"),
+    ("settings=single,forever", "settings=single,forever"),
+    ("settings=single,single", "distinct"),
+    ("dataset=imagenet", "imagenet"),
+])
+def test_bad_config_is_a_config_error(override, match):
+    with pytest.raises(ConfigError, match=match):
+        apply_overrides(DualFormConfig(), [override])
+
+
+def test_auto_dataset_falls_back_to_digits(tmp_path):
+    assert resolve_dataset(DualFormConfig(fashion_mnist_dir=str(tmp_path))) == "digits"
+    assert resolve_dataset(DualFormConfig(dataset="mnist-subset")) == "mnist-subset"
+
+
+def test_cli_reports_missing_dataset_in_one_line(tmp_path):
+    result = CliRunner().invoke(app, ["run", "dual-form", "--out", str(tmp_path / "x"), "--set",
+                                      "dataset=fashion-mnist", "--set", f"fashion_mnist_dir={tmp_path / 'none'}"])
+    assert result.exit_code == 1
+    assert "apt-get install dataset-fashion-mnist" in result.output
