@@ -36,12 +36,12 @@ def _frame(rows):
     return pd.DataFrame(list(rows))
 
 
-def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y: bool = False) -> "plt.Figure":
+def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y: bool = True) -> "plt.Figure":
     """Test loss over training, one line per model, mean and min-max band over seeds; references as lines."""
     df = _frame(curves)
     df = df[df.metric == "loss"]
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    sns.lineplot(data=df, x="step", y="value", hue="model", errorbar=("pi", 100), ax=ax)
+    sns.lineplot(data=df, x="step", y="value", hue="model", style="model", errorbar=("pi", 100), ax=ax)
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls="--", lw=1, color=f"C{i + 4}", label=name)
     if log_y:
@@ -72,8 +72,9 @@ def ood_figure(ood_rows, log_y: bool = True) -> "plt.Figure":
     rows = (len(sweeps) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, sweep in zip(axes.flat, sweeps):
-        sns.lineplot(data=df[df.sweep == sweep], x="value", y="loss", hue="model", marker="o",
-                     errorbar=("pi", 100), ax=ax)
+        # Models that coincide (the point of most sweeps) stay visible through distinct dashes and markers.
+        sns.lineplot(data=df[df.sweep == sweep], x="value", y="loss", hue="model", style="model", markers=True,
+                     dashes=True, errorbar=("pi", 100), ax=ax, alpha=0.85)
         ax.set(title=sweep, xlabel="shift", ylabel="test loss")
         if log_y:
             ax.set_yscale("log")
