@@ -17,7 +17,7 @@ from studies.base import RunContext
 from studies.dual_form import DualFormConfig, resolve_dataset
 
 TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
-        "train_examples=120"]
+        "train_examples=128"]
 
 
 def test_cli_runs_all_three_settings(tmp_path):
