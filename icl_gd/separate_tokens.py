@@ -247,7 +247,7 @@ def copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> CopyAnalysis:
         return layer(e[None])[0] - e
 
     with torch.enable_grad():
-        J = torch.func.vmap(torch.func.jacrev(update))(tokens.detach())  # (B, T, D, T, D)
+        J = torch.func.vmap(torch.func.jacrev(update))(tokens.detach()).detach()  # (B, T, D, T, D)
     eye = torch.eye(D, dtype=tokens.dtype, device=tokens.device)
     diag = torch.diagonal(J, dim1=1, dim2=3).permute(0, 3, 1, 2)  # (B, T, D, D): ∂u_k/∂e_k
     per_pair = J.pow(2).sum(dim=(2, 4))  # (B, T, T): squared norms ‖∂u_k/∂e_j‖²

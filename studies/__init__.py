@@ -13,6 +13,9 @@ from .base import RunContext, Study
 _STUDY_MODULES: dict[str, str] = {
     "single-layer": "studies.single_layer",
     "dual-form": "studies.dual_form",
+    "sine": "studies.sine",
+    "separate-tokens": "studies.separate_tokens",
+    "softmax-heads": "studies.softmax_heads",
 }
 
 

@@ -108,3 +108,29 @@ def test_divergence_is_a_runtime_error_exit_1(tmp_path):
     assert code == 1, out
     assert "diverged" in out and "Traceback" not in out
     assert not (tmp_path / "nan" / "metrics.json").exists()
+
+
+def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monkeypatch):
+    import studies.single_layer as single_layer
+
+    original = single_layer.scored_rows
+    calls = {"n": 0}
+
+    def interrupt_once(step, *args, **kwargs):
+        if step == 20 and calls["n"] == 0:
+            calls["n"] += 1
+            raise KeyboardInterrupt
+        return original(step, *args, **kwargs)
+
+    monkeypatch.setattr(single_layer, "scored_rows", interrupt_once)
+    out = tmp_path / "resumed"
+    args = ["run", "single-layer", "--out", str(out), *TINY, "--seeds", "2", "--set", "checkpoint_every=10"]
+    code, text = _invoke(args)
+    assert code == 130 and "resume" in text
+    assert (out / "checkpoints" / "seed0.pt").exists() and not (out / "metrics.json").exists()
+    code, text = _invoke(args)
+    assert code == 0, text
+    uninterrupted = tmp_path / "straight"
+    code, _ = _invoke(["run", "single-layer", "--out", str(uninterrupted), *TINY, "--seeds", "2",
+                       "--set", "checkpoint_every=10"])
+    assert json.loads((out / "metrics.json").read_text()) == json.loads((uninterrupted / "metrics.json").read_text())

@@ -41,7 +41,7 @@ def test_roundtrip_across_chunks(tmp_path):
     np.testing.assert_array_equal(table.column("key"), keys)
     np.testing.assert_array_equal(table.column("error"), np.concatenate([r["error"] for r in written]).astype(np.float32))
     np.testing.assert_array_equal(table.column("example"), np.arange(12))
-    assert isinstance(table.chunks[0]["key"], np.memmap)
+    assert isinstance(table.open_chunk(0, ["key"])["key"], np.memmap)
     blocks = list(table.blocks(["example"], block_rows=4))
     assert [b[0] for b in blocks] == [0, 4, 6, 10, 11]
     np.testing.assert_array_equal(np.concatenate([b[1]["example"] for b in blocks]), np.arange(12))

@@ -183,33 +183,42 @@ class MemoryWriter:
 
 @dataclass(frozen=True)
 class Table:
-    """A table read back: its chunks' columns as read-only memory maps."""
+    """A table read back. Chunks are opened as read-only memory maps only while they are read and closed
+    afterwards, so scanning a table larger than RAM keeps at most one chunk's touched pages resident."""
 
     columns: tuple[Column, ...]
-    chunks: tuple[Mapping[str, np.ndarray], ...]
+    chunks: tuple[Mapping[str, Path], ...]
+    chunk_rows: tuple[int, ...]
 
     @property
     def rows(self) -> int:
-        return sum(len(next(iter(c.values()))) for c in self.chunks) if self.chunks and self.columns else 0
+        return sum(self.chunk_rows)
+
+    def open_chunk(self, index: int, names: Sequence[str]) -> dict[str, np.ndarray]:
+        return {name: np.load(self.chunks[index][name], mmap_mode="r") for name in names}
 
     def blocks(self, names: Sequence[str], block_rows: int = 32768) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-        """Yield ``(first_row, {name: array})`` blocks of at most ``block_rows`` rows, chunk by chunk."""
+        """Yield ``(first_row, {name: array})`` blocks of at most ``block_rows`` rows, chunk by chunk.
+
+        The arrays are views of memory maps: use them before asking for the next block.
+        """
         start = 0
-        for chunk in self.chunks:
-            n = len(chunk[names[0]]) if names else len(next(iter(chunk.values())))
+        for index, n in enumerate(self.chunk_rows):
+            arrays = self.open_chunk(index, names)
             for lo in range(0, n, block_rows):
                 hi = min(n, lo + block_rows)
-                yield start + lo, {name: chunk[name][lo:hi] for name in names}
+                yield start + lo, {name: arrays[name][lo:hi] for name in names}
+            del arrays  # unmap this chunk once its views are gone
             start += n
 
     def column(self, name: str) -> np.ndarray:
-        """A whole column in RAM (use for small per-row columns: ids, steps, labels)."""
+        """A whole column copied into RAM (use for small per-row columns: ids, steps, labels)."""
         column = next((c for c in self.columns if c.name == name), None)
         if column is None:
             raise ConfigError(f"table has no column {name!r}; columns: {[c.name for c in self.columns]}")
         if not self.chunks:
             return np.zeros(column.shape(0), dtype=column.dtype)
-        return np.concatenate([np.asarray(c[name]) for c in self.chunks], axis=0)
+        return np.concatenate([np.array(self.open_chunk(i, [name])[name]) for i in range(len(self.chunks))], axis=0)
 
 
 @dataclass(frozen=True)
@@ -243,11 +252,9 @@ def open_memory(root: Path | str) -> dict[str, LayerMemory]:
         tables = {}
         for table, spec in entry["tables"].items():
             columns = tuple(Column(c["name"], c["dtype"], c["width"]) for c in spec["columns"])
-            chunks = tuple(
-                {name: np.load(root / layer / file, mmap_mode="r") for name, file in chunk["files"].items()}
-                for chunk in spec["chunks"]
-            )
-            tables[table] = Table(columns, chunks)
+            chunks = tuple({name: root / layer / file for name, file in chunk["files"].items()}
+                           for chunk in spec["chunks"])
+            tables[table] = Table(columns, chunks, tuple(int(chunk["rows"]) for chunk in spec["chunks"]))
         arrays = {name: np.load(root / layer / file) for name, file in entry["arrays"].items()}
         layers[layer] = LayerMemory(layer, entry["info"], tables, arrays)
     return layers
