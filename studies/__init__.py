@@ -12,6 +12,7 @@ from .base import RunContext, Study
 # name -> module; adding a study is one line here.
 _STUDY_MODULES: dict[str, str] = {
     "single-layer": "studies.single_layer",
+    "multi-layer": "studies.multi_layer",
     "dual-form": "studies.dual_form",
     "sine": "studies.sine",
     "separate-tokens": "studies.separate_tokens",
