@@ -47,6 +47,9 @@ def test_blocked_scoring_equals_dense(run, name, index):
         groups = by.shape[1]
         dense = np.stack([attention[prov[column] == g].sum(0) for g in range(groups)], 1)
         np.testing.assert_allclose(by, dense, rtol=1e-12, atol=1e-14)
+    dense_te = np.stack([np.stack([attention[(prov["task"] == t) & (prov["epoch"] == e)].sum(0) for e in range(3)], 1)
+                         for t in range(1)], 1)
+    np.testing.assert_allclose(s.attention_by_task_epoch, dense_te, rtol=1e-12, atol=1e-14)
     dense_ex = np.stack([contribution[prov["example"] == e].sum(0) for e in range(40)], 1)
     np.testing.assert_allclose(s.contribution_by_example, dense_ex, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(s.attention_by_class.sum(1), s.attention_total, rtol=1e-12)

@@ -66,26 +66,26 @@ class QueryScores:
 
 
 class _TopK:
-    """Running top-k over blocks, per query (largest ``score``)."""
+    """Running top-k over blocks, per query (largest ``score``); blocks are ``(nq, b)``, rows along dim 1."""
 
     def __init__(self, nq: int, k: int) -> None:
         self.k = k
-        self.score = torch.full((0, nq), -torch.inf, dtype=torch.float64)
-        self.row = torch.zeros((0, nq), dtype=torch.int64)
+        self.score = torch.full((nq, 0), -torch.inf, dtype=torch.float64)
+        self.row = torch.zeros((nq, 0), dtype=torch.int64)
 
     def update(self, score: torch.Tensor, first_row: int) -> None:
-        k = min(self.k, score.shape[0])
-        top, idx = torch.topk(score, k, dim=0)
-        cand_score = torch.cat([self.score, top.to(torch.float64)], 0)
-        cand_row = torch.cat([self.row, idx + first_row], 0)
-        keep = torch.topk(cand_score, min(self.k, cand_score.shape[0]), dim=0).indices
-        self.score = torch.gather(cand_score, 0, keep)
-        self.row = torch.gather(cand_row, 0, keep)
+        k = min(self.k, score.shape[1])
+        top, idx = torch.topk(score, k, dim=1)
+        cand_score = torch.cat([self.score, top.to(torch.float64)], 1)
+        cand_row = torch.cat([self.row, idx + first_row], 1)
+        keep = torch.topk(cand_score, min(self.k, cand_score.shape[1]), dim=1).indices
+        self.score = torch.gather(cand_score, 1, keep)
+        self.row = torch.gather(cand_row, 1, keep)
 
     def result(self, provenance: dict[str, np.ndarray], sign: float = 1.0) -> TopUnits:
-        rows = self.row.T.numpy()
-        return TopUnits(sign * self.score.T.numpy(), rows, *(provenance[f][rows] for f in
-                                                             ("example", "label", "task", "step", "epoch")))
+        rows = self.row.numpy()
+        return TopUnits(sign * self.score.numpy(), rows, *(provenance[f][rows] for f in
+                                                           ("example", "label", "task", "step", "epoch")))
 
 
 def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
@@ -132,52 +132,53 @@ def score_queries(
     nq = q.shape[0]
     offset = 1.0 if layer.has_bias else 0.0
     groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
-    att_groups = torch.zeros(groups, nq, dtype=torch.float64)
-    con_groups = torch.zeros(groups, nq, dtype=torch.float64)
+    att_groups = torch.zeros(nq, groups, dtype=torch.float64)
+    con_groups = torch.zeros(nq, groups, dtype=torch.float64)
     att_total = torch.zeros(nq, dtype=torch.float64)
     con_total = torch.zeros(nq, dtype=torch.float64)
     xlogx_total = torch.zeros(nq, dtype=torch.float64)
     per_example = n_examples is not None
-    att_example = torch.zeros(n_examples or 0, nq, dtype=torch.float64) if per_example else None
-    con_example = torch.zeros(n_examples or 0, nq, dtype=torch.float64) if per_example else None
+    att_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
+    con_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
     top_att, top_pro, top_opp = _TopK(nq, k), _TopK(nq, k), _TopK(nq, k)
     provenance: dict[str, list[np.ndarray]] = {f: [] for f in ("example", "label", "task", "step", "epoch")}
     np_dtype = str(dtype).removeprefix("torch.")
+    # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory.
     for block in layer.blocks(block_rows, dtype=np_dtype):
         first = int(block.row[0])
         for f in provenance:
-            provenance[f].append(getattr(block, f))
+            provenance[f].append(np.array(getattr(block, f)))
         key = _readonly_tensor(block.key)
-        raw = key @ q.T  # (b, nq) x_u · q
-        contribution = (torch.from_numpy(block.value) @ r.T) * raw  # (r·v_u)(x_u·q)
+        raw = q @ key.T  # (nq, b) x_u · q
+        contribution = (r @ torch.from_numpy(block.value).T).mul_(raw)  # (r·v_u)(x_u·q)
         if block.bias_value is not None:
-            contribution += torch.from_numpy(block.bias_value) @ r.T
-        attention = (raw + offset).abs_() if offset else raw.abs_()
+            contribution += r @ torch.from_numpy(block.bias_value).T
+        attention = raw.add_(offset).abs_() if offset else raw.abs_()
         top_att.update(attention, first)
         top_pro.update(contribution, first)
         top_opp.update(-contribution, first)
-        att_total += attention.sum(0, dtype=torch.float64)
-        con_total += contribution.sum(0, dtype=torch.float64)
-        xlogx_total += torch.special.xlogy(attention, attention).sum(0, dtype=torch.float64)
+        att_total += attention.sum(1, dtype=torch.float64)
+        con_total += contribution.sum(1, dtype=torch.float64)
+        xlogx_total += torch.special.xlogy(attention, attention).sum(1, dtype=torch.float64)
         onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
                             _one_hot(block.task, n_tasks, "tasks", dtype),
                             _one_hot(block.epoch, n_epochs, "epochs", dtype),
                             _one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
                             ], 1)  # (b, groups)
-        att_groups += (onehot.T @ attention).to(torch.float64)
-        con_groups += (onehot.T @ contribution).to(torch.float64)
+        att_groups += (attention @ onehot).to(torch.float64)
+        con_groups += (contribution @ onehot).to(torch.float64)
         if per_example:
             if block.example.max() >= n_examples:
                 raise ConfigError(f"example id {int(block.example.max())} >= n_examples={n_examples}")
             index = torch.from_numpy(block.example.astype(np.int64))
-            att_example.index_add_(0, index, attention.to(torch.float64))
-            con_example.index_add_(0, index, contribution.to(torch.float64))
+            att_example.index_add_(1, index, attention.to(torch.float64))
+            con_example.index_add_(1, index, contribution.to(torch.float64))
     prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
     safe_total = torch.where(att_total > 0, att_total, torch.ones_like(att_total))
     entropy = torch.log(safe_total) - xlogx_total / safe_total  # H = log S - Σ|a| log|a| / S
 
     def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        m = m.T.numpy()
+        m = m.numpy()
         ends = np.cumsum([n_classes, n_tasks, n_epochs])
         return (m[:, :ends[0]], m[:, ends[0]:ends[1]], m[:, ends[1]:ends[2]],
                 m[:, ends[2]:].reshape(nq, n_tasks, n_epochs))
@@ -190,8 +191,8 @@ def score_queries(
         attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
         contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
         attention_by_task_epoch=att_te,
-        attention_by_example=None if att_example is None else att_example.T.numpy(),
-        contribution_by_example=None if con_example is None else con_example.T.numpy(),
+        attention_by_example=None if att_example is None else att_example.numpy(),
+        contribution_by_example=None if con_example is None else con_example.numpy(),
     )
 
 
