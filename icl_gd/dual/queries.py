@@ -143,6 +143,7 @@ def score_queries(
     top_att, top_pro, top_opp = _TopK(nq, k), _TopK(nq, k), _TopK(nq, k)
     provenance: dict[str, list[np.ndarray]] = {f: [] for f in ("example", "label", "task", "step", "epoch")}
     np_dtype = str(dtype).removeprefix("torch.")
+    shared_coefficients = bool(np.array_equal(layer.coef_w, layer.coef_b))
     # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory.
     for block in layer.blocks(block_rows, dtype=np_dtype):
         first = int(block.row[0])
@@ -150,16 +151,21 @@ def score_queries(
             provenance[f].append(np.array(getattr(block, f)))
         key = _readonly_tensor(block.key)
         raw = q @ key.T  # (nq, b) x_u · q
-        contribution = (r @ torch.from_numpy(block.value).T).mul_(raw)  # (r·v_u)(x_u·q)
-        if block.bias_value is not None:
-            contribution += r @ torch.from_numpy(block.bias_value).T
-        attention = raw.add_(offset).abs_() if offset else raw.abs_()
+        readout_value = r @ torch.from_numpy(block.value).T  # (nq, b) r·v_u
+        if block.bias_value is not None and not shared_coefficients:
+            contribution = readout_value * raw + r @ torch.from_numpy(block.bias_value).T
+            attention = raw.add_(offset).abs_()
+        else:
+            # Weight and bias share coefficients (v^b = v): c_u = (r·v_u)([x_u; 1]·[q; 1]) = (r·v_u) a_u.
+            raw.add_(offset)
+            contribution = readout_value * raw
+            attention = raw.abs_()
         top_att.update(attention, first)
         top_pro.update(contribution, first)
         top_opp.update(-contribution, first)
-        att_total += attention.sum(1, dtype=torch.float64)
-        con_total += contribution.sum(1, dtype=torch.float64)
-        xlogx_total += torch.special.xlogy(attention, attention).sum(1, dtype=torch.float64)
+        att_total += attention.sum(1).to(torch.float64)  # block sums in the working dtype, totals in float64
+        con_total += contribution.sum(1).to(torch.float64)
+        xlogx_total += torch.special.xlogy(attention, attention).sum(1).to(torch.float64)
         onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
                             _one_hot(block.task, n_tasks, "tasks", dtype),
                             _one_hot(block.epoch, n_epochs, "epochs", dtype),
