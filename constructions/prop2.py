@@ -20,7 +20,7 @@ from torch import nn
 from icl_gd.errors import ConfigError
 from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MLPFeatureMap
 from icl_gd.gd import gd_predict
-from icl_gd.lsa import LSAConfig, LSAModel
+from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
 
 from .gd import gd_step_weights
 from .verify import CheckResult, IdentityCheck, compare, merge
@@ -29,20 +29,36 @@ Kernel = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def feature_gd_model(feature_map: nn.Module, d_x: int, d_features: int, d_y: int, n_context: int, eta: float,
-                     W0: torch.Tensor | None = None, dtype: torch.dtype = torch.float64) -> FeatureLSAModel:
-    """m followed by the Prop. 1 layer (rate η, initial read-out W₀ (d_y, d_f)): one GD step on the read-out."""
+                     W0: torch.Tensor | None = None, metric: torch.Tensor | None = None,
+                     dtype: torch.dtype = torch.float64) -> FeatureLSAModel:
+    """m followed by the Prop. 1 layer (rate η, initial read-out W₀ (d_y, d_f)): one GD step on the read-out.
+
+    With ``metric`` S (d_f, d_f, symmetric PSD) the query's weights become S (W_Q's feature block), so the scores
+    are m(x_i)ᵀ S m(x_q): one GD step in the kernel k(x, x') = m(x)ᵀ S m(x') (GD on the read-out of S^{1/2} m),
+    started from the function f₀ = W₀ m.
+    """
     if d_features <= 0 or d_x <= 0 or d_y <= 0 or n_context <= 0:
         raise ConfigError(f"sizes must be positive, got d_x={d_x}, d_features={d_features}, d_y={d_y}, "
                           f"n_context={n_context}")
+    weights = gd_step_weights(d_features, d_y, n_context, eta, W0, dtype=dtype)
+    if metric is not None:
+        if metric.shape != (d_features, d_features):
+            raise ConfigError(f"metric must have shape ({d_features}, {d_features}), got {tuple(metric.shape)}")
+        W_Q = weights.W_Q.clone()
+        W_Q[0, :d_features, :d_features] = metric.to(dtype)
+        weights = LSAWeights(W_Q, weights.W_K, weights.W_V, weights.P)
     lsa = LSAModel(LSAConfig(d_model=d_features + d_y, d_y=d_y)).to(dtype)
-    lsa.load_weights(gd_step_weights(d_features, d_y, n_context, eta, W0, dtype=dtype))
+    lsa.load_weights(weights)
     return FeatureLSAModel(feature_map, lsa, d_x, W0=None if W0 is None else W0.to(dtype))
 
 
-def feature_kernel(feature_map: nn.Module) -> Kernel:
-    """k(x, x') = m(x)ᵀ m(x'): maps x (B, N, d_x) and x' (B, d_x) to (B, N)."""
+def feature_kernel(feature_map: nn.Module, metric: torch.Tensor | None = None) -> Kernel:
+    """k(x, x') = m(x)ᵀ S m(x') (S = I when None): maps x (B, N, d_x) and x' (B, d_x) to (B, N)."""
     def kernel(x: torch.Tensor, x_prime: torch.Tensor) -> torch.Tensor:
-        return (feature_map(x) @ feature_map(x_prime)[..., None])[..., 0]
+        query = feature_map(x_prime)
+        if metric is not None:
+            query = query @ metric.T.to(query)
+        return (feature_map(x) @ query[..., None])[..., 0]
     return kernel
 
 
@@ -52,11 +68,29 @@ def kernel_regression_prediction(
 ) -> torch.Tensor:
     """ŷ (B, d_y) = f₀(x_q) + (η/N) Σ_i (y_i - f₀(x_i)) k(x_i, x_q) for x (B, N, d_x), y (B, N, d_y), x_q (B, d_x);
     f₀ (``prior``) maps (..., d_x) -> (..., d_y), zero when None."""
-    N = x.shape[1]
+    base, direction = _kernel_step(kernel, x, y, x_query, prior)
+    return base + eta * direction
+
+
+def _kernel_step(kernel: Kernel, x, y, x_query, prior) -> tuple[torch.Tensor, torch.Tensor]:
+    """(f₀(x_q), (1/N) Σ_i (y_i - f₀(x_i)) k(x_i, x_q)), each (B, d_y): the step is ŷ = first + η · second."""
     k = kernel(x, x_query)  # (B, N)
     residual = y if prior is None else y - prior(x)
-    update = (eta / N) * (residual.transpose(1, 2) @ k[..., None])[..., 0]
-    return update if prior is None else prior(x_query) + update
+    direction = (residual.transpose(1, 2) @ k[..., None])[..., 0] / x.shape[1]
+    base = torch.zeros_like(direction) if prior is None else prior(x_query)
+    return base, direction
+
+
+def optimal_kernel_eta(kernel: Kernel, x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor,
+                       y_query: torch.Tensor, prior: Callable[[torch.Tensor], torch.Tensor] | None = None) -> float:
+    """The η minimising the mean one-step query loss on the given (held-out) tasks, in closed form:
+    ŷ = a + η g is linear in η, so η* = Σ g·(y_q - a) / Σ g·g."""
+    with torch.no_grad():
+        a, g = (t.double() for t in _kernel_step(kernel, x, y, x_query, prior))
+    denom = (g * g).sum()
+    if not denom > 0:
+        raise ConfigError("cannot tune η: the kernel step direction is zero on every task")
+    return float((g * (y_query.double() - a)).sum() / denom)
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -67,22 +101,36 @@ def random_mlp(d_x: int, d_features: int, hidden: int, activation: str, seed: in
 
 
 def check_feature_gd(d_x: int, d_features: int, hidden: int, d_y: int, n_context: int, batch: int, eta: float,
-                     activation: str, with_W0: bool, seed: int, dtype: torch.dtype = torch.float64,
-                     tolerance: float = 1e-12) -> CheckResult:
-    """The model's predictions against (a) explicit GD on the read-out of m and (b) kernel regression."""
+                     activation: str, with_W0: bool, seed: int, with_metric: bool = False,
+                     dtype: torch.dtype = torch.float64, tolerance: float = 1e-12) -> CheckResult:
+    """The model's predictions against (a) explicit GD on the read-out of m (of S^{1/2} m with a metric S, from
+    the same f₀) and (b) kernel regression."""
     gen = torch.Generator().manual_seed(seed)
     m = random_mlp(d_x, d_features, hidden, activation, seed, dtype)
     x = torch.randn(batch, n_context + 1, d_x, generator=gen, dtype=dtype) * 2
     y = torch.randn(batch, n_context + 1, d_y, generator=gen, dtype=dtype)
     y[:, -1] = 0
     W0 = torch.randn(d_y, d_features, generator=gen, dtype=dtype) * 0.3 if with_W0 else None
-    model = feature_gd_model(m, d_x, d_features, d_y, n_context, eta, W0, dtype)
+    S = None
+    if with_metric:
+        A = torch.randn(d_features, d_features, generator=gen, dtype=dtype)
+        S = A @ A.T / d_features
+    model = feature_gd_model(m, d_x, d_features, d_y, n_context, eta, W0, S, dtype)
     with torch.no_grad():
         got = model(torch.cat([x, y], dim=-1))
         features = m(x)
-        readout_gd = gd_predict(features[:, :-1], y[:, :-1], features[:, -1], [eta], W0)
         prior = None if W0 is None else (lambda inputs: m(inputs) @ W0.T)
-        kernel = kernel_regression_prediction(feature_kernel(m), x[:, :-1], y[:, :-1], x[:, -1], eta, prior)
+        if S is None:
+            readout_gd = gd_predict(features[:, :-1], y[:, :-1], features[:, -1], [eta], W0)
+        else:  # GD on the read-out of L m, S = Lᵀ L, from W = 0, on the residuals of f₀
+            evals, evecs = torch.linalg.eigh(S)
+            L = (evecs * evals.clamp_min(0).sqrt()) @ evecs.T
+            lifted = features @ L.T
+            residual = y[:, :-1] if prior is None else y[:, :-1] - prior(x[:, :-1])
+            readout_gd = gd_predict(lifted[:, :-1], residual, lifted[:, -1], [eta])
+            if prior is not None:
+                readout_gd = readout_gd + prior(x[:, -1])
+        kernel = kernel_regression_prediction(feature_kernel(m, S), x[:, :-1], y[:, :-1], x[:, -1], eta, prior)
     return merge([compare(got, readout_gd, tolerance), compare(got, kernel, tolerance)])
 
 
@@ -94,7 +142,8 @@ def _random_mlps_check() -> CheckResult:
         d_f, hidden, n = (int(v) for v in torch.randint(1, 33, (3,), generator=gen))
         eta = float(torch.rand((), generator=gen) * 3)
         activation = ("relu", "gelu", "tanh")[trial % 3]
-        results.append(check_feature_gd(d_x, d_f, hidden, d_y, n, 8, eta, activation, bool(trial % 2), trial))
+        results.append(check_feature_gd(d_x, d_f, hidden, d_y, n, 8, eta, activation, bool(trial % 2), trial,
+                                        with_metric=trial % 4 >= 2))
     return merge(results)
 
 
@@ -103,5 +152,9 @@ IDENTITY_CHECKS = (
     IdentityCheck(
         "prop2: sine setting, 1 -> 40 features, N=10, W0 = 0",
         lambda: check_feature_gd(1, 40, 160, 1, 10, 64, 0.7, "gelu", with_W0=False, seed=5),
+    ),
+    IdentityCheck(
+        "prop2: kernel mᵀSm' (PSD metric S) from f₀ = W₀ m",
+        lambda: check_feature_gd(2, 24, 48, 2, 12, 32, 0.9, "tanh", with_W0=True, seed=6, with_metric=True),
     ),
 )

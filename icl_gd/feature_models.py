@@ -74,14 +74,22 @@ class MLPFeatureMap(nn.Module):
 
 class FeatureLSAModel(nn.Module):
     """Tokens (x, y) -> (m(x), y), then ``lsa``; ŷ = -(last token's y slot). ``W0`` (d_y, d_f), if given,
-    starts the query's y slot at -W₀ m(x_q) (Prop. 1 from a non-zero initial read-out)."""
+    starts the query's y slot at -W₀ m(x_q) (Prop. 1 from a non-zero initial read-out); with ``learn_W0`` it is
+    a trained parameter (the query's embedding then carries an initial prediction, as the authors' embedding +
+    MLP on whole tokens can), otherwise a fixed buffer."""
 
-    def __init__(self, feature_map: nn.Module, lsa: LSAModel, d_x: int, W0: torch.Tensor | None = None) -> None:
+    def __init__(self, feature_map: nn.Module, lsa: LSAModel, d_x: int, W0: torch.Tensor | None = None,
+                 learn_W0: bool = False) -> None:
         super().__init__()
         self.feature_map = feature_map
         self.lsa = lsa
         self.d_x = d_x
-        self.register_buffer("W0", None if W0 is None else W0.clone())
+        if learn_W0:
+            if W0 is None:
+                raise ConfigError("learn_W0 needs an initial W0")
+            self.W0 = nn.Parameter(W0.clone())
+        else:
+            self.register_buffer("W0", None if W0 is None else W0.clone())
 
     def feature_tokens(self, tokens: torch.Tensor) -> torch.Tensor:
         """(B, T, d_f + d_y) tokens (m(x_i), y_i) from tokens (B, T, d_x + d_y)."""
@@ -95,12 +103,14 @@ class FeatureLSAModel(nn.Module):
         return self.lsa(self.feature_tokens(tokens), return_tokens=return_tokens)
 
 
-def feature_lsa_model(features: FeatureMapConfig, d_y: int = 1, seed: int = 0,
-                      init_scale: float = 0.002) -> FeatureLSAModel:
-    """A trainable embedding+MLP followed by one LSA layer (the authors' small-variance LSA init)."""
+def feature_lsa_model(features: FeatureMapConfig, d_y: int = 1, seed: int = 0, init_scale: float = 0.002,
+                      initial_readout: bool = True) -> FeatureLSAModel:
+    """A trainable embedding+MLP followed by one LSA layer (the authors' small-variance LSA init); with
+    ``initial_readout`` the query's y slot starts at -W₀ m(x_q), W₀ trained from zero."""
     gen = torch.Generator().manual_seed(seed)
     lsa = LSAModel(LSAConfig(d_model=features.d_features + d_y, d_y=d_y, init_scale=init_scale), seed=seed + 1)
-    return FeatureLSAModel(MLPFeatureMap(features, gen), lsa, features.d_x)
+    W0 = torch.zeros(d_y, features.d_features) if initial_readout else None
+    return FeatureLSAModel(MLPFeatureMap(features, gen), lsa, features.d_x, W0=W0, learn_W0=initial_readout)
 
 
 class MetaLearnedReadout(nn.Module):

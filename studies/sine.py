@@ -3,8 +3,11 @@
 Trains (1) an embedding + MLP on each token's x followed by one LSA layer, and (2) the baseline, a meta-learned
 MLP whose read-out takes one GD step on the context, on sine tasks y = a sin(x + φ). Both are compared on a
 fixed test set with the zero predictor and with the Prop. 2 construction on the trained model's own features:
-(a) the Prop. 1 layer on m(x) (kernel m(x)ᵀm(x')) and (b) on the features the trained layer actually compares,
-m̃ = S^{1/2} m with S the (PSD part of the) trained layer's read-out kernel, each with η tuned on held-out tasks.
+(a) the Prop. 1 layer on m(x) (kernel m(x)ᵀm(x')) and (b) with the kernel the trained layer actually uses,
+m(x)ᵀ S m(x') with S the PSD part of the trained layer's read-out block (GD on the read-out of S^{1/2} m), both
+started from the trained model's initial read-out W₀ and with η tuned on held-out tasks. The trained model's
+query token starts at -W₀ m(x_q) (``initial_readout``; the authors' embedding + MLP on whole tokens can write
+such an initial prediction too), W₀ trained from zero.
 Writes curves.csv, functions.csv, metrics.json and figures (loss curves, alignment, predicted functions).
 """
 
@@ -17,7 +20,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from constructions.prop2 import feature_gd_model
+from constructions.prop2 import feature_gd_model, feature_kernel, optimal_kernel_eta
 from icl_gd.baselines import ZeroPredictor
 from icl_gd.config import require_positive
 from icl_gd.errors import ConfigError
@@ -43,6 +46,7 @@ class SineConfig:
     d_features: int = 40
     hidden: int = 160
     activation: Literal["relu", "gelu", "tanh"] = "gelu"
+    initial_readout: bool = True
     steps: int = 3000
     batch_size: int = 512
     lr: float = 3e-3
@@ -98,35 +102,26 @@ def trained_readout_kernel(model: FeatureLSAModel) -> torch.Tensor:
     return S.double()
 
 
-class LinearAfter(nn.Module):
-    """x -> L m(x): a feature map followed by a fixed linear map (still a feature map for Prop. 2)."""
-
-    def __init__(self, feature_map: nn.Module, L: torch.Tensor) -> None:
-        super().__init__()
-        self.feature_map = feature_map
-        self.register_buffer("L", L)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.feature_map(x) @ self.L.T
-
-
-def psd_sqrt(S: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """(S₊^{1/2}, share of |eigenvalue| mass S loses to the clamp) for the symmetric part of S."""
+def psd_part(S: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """(S₊, share of |eigenvalue| mass lost): the PSD part of the symmetric part of S, so that m(x)ᵀ S₊ m(x') is
+    a kernel."""
     evals, evecs = torch.linalg.eigh(0.5 * (S + S.T))
-    clamped = evals.clamp_min(0)
     lost = float(evals.clamp_max(0).abs().sum() / evals.abs().sum().clamp_min(1e-300))
-    return (evecs * clamped.sqrt()) @ evecs.T, lost
+    return (evecs * evals.clamp_min(0)) @ evecs.T, lost
 
 
-def prop2_on_features(feature_map: nn.Module, tune: tuple[torch.Tensor, torch.Tensor], n_context: int,
-                      d_features: int) -> tuple[FeatureLSAModel, float]:
-    """The Prop. 2 model on ``feature_map`` with η tuned (closed form) on held-out tasks (tokens, targets)."""
+def prop2_on_features(model: FeatureLSAModel, tune: tuple[torch.Tensor, torch.Tensor], n_context: int,
+                      d_features: int, metric: torch.Tensor | None = None) -> tuple[FeatureLSAModel, float]:
+    """The Prop. 2 model on ``model``'s feature map m and initial read-out W₀ (kernel mᵀ S m', S = ``metric`` or
+    I), with η tuned in closed form on held-out tasks (tokens, targets)."""
     tokens, targets = tune
-    with torch.no_grad():
-        m = feature_map(tokens[..., :1]).double()
-    eta = optimal_one_step_eta(m[:, :-1], tokens[:, :-1, 1:].double(), m[:, -1], targets.double())
-    model = feature_gd_model(feature_map, 1, d_features, 1, n_context, eta, dtype=torch.float32)
-    return model.to(tokens.device), eta
+    m = model.feature_map
+    W0 = None if model.W0 is None else model.W0.detach()
+    prior = None if W0 is None else (lambda inputs: m(inputs) @ W0.T)
+    eta = optimal_kernel_eta(feature_kernel(m, metric), tokens[:, :-1, :1], tokens[:, :-1, 1:], tokens[:, -1, :1],
+                             targets, prior)
+    built = feature_gd_model(m, 1, d_features, 1, n_context, eta, W0, metric, dtype=torch.float32)
+    return built.to(tokens.device), eta
 
 
 def tuned_readout_eta(model: MetaLearnedReadout, tune: tuple[torch.Tensor, torch.Tensor]) -> float:
@@ -163,11 +158,11 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
     per_seed: dict[int, dict[str, Any]] = {}
     seeds = [config.seed + i for i in range(config.seeds)]
     for seed in seeds:
-        lsa_model = feature_lsa_model(config.features, seed=seed).to(device)
+        lsa_model = feature_lsa_model(config.features, seed=seed, initial_readout=config.initial_readout).to(device)
         baseline = MetaLearnedReadout(config.features, seed=seed).to(device)
 
         def evaluate_lsa(m: nn.Module, step: int, seed: int = seed) -> list[dict[str, Any]]:
-            own, _ = prop2_on_features(m.feature_map, tune, config.n_context, config.d_features)
+            own, _ = prop2_on_features(m, tune, config.n_context, config.d_features)
             own_scored = score(own, test)
             rows = scored_rows(step, seed, "mlp+lsa", score(m, test), {"prop2_own_features": own_scored})
             rows.append({"step": step, "seed": seed, "model": "prop2_own_features", "metric": "loss",
@@ -179,7 +174,8 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
                      "value": score(m, test).loss}]
 
         for name, model, evaluate in (("lsa", lsa_model, evaluate_lsa), ("meta", baseline, evaluate_baseline)):
-            fingerprint = config_fingerprint(name, config.task, config.features, config.training)
+            fingerprint = config_fingerprint(name, config.task, config.features, config.training,
+                                             config.initial_readout)
             state = train(model, token_task, config.training, seed, device=device, evaluate=evaluate,
                           checkpoint_path=ctx.out / "checkpoints" / f"{name}_seed{seed}.pt",
                           fingerprint=fingerprint, progress=ctx.progress, description=f"{name} seed {seed}")
@@ -204,10 +200,10 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
 
 def seed_metrics(config: SineConfig, lsa_model: FeatureLSAModel, baseline: MetaLearnedReadout, test: EvalSet,
                  tune) -> tuple[dict[str, Any], dict[str, nn.Module]]:
-    own, eta_own = prop2_on_features(lsa_model.feature_map, tune, config.n_context, config.d_features)
-    root, lost = psd_sqrt(trained_readout_kernel(lsa_model))
-    kernel_features = LinearAfter(lsa_model.feature_map, root.to(test.tokens))
-    own_kernel, eta_kernel = prop2_on_features(kernel_features, tune, config.n_context, config.d_features)
+    own, eta_own = prop2_on_features(lsa_model, tune, config.n_context, config.d_features)
+    metric, lost = psd_part(trained_readout_kernel(lsa_model))
+    own_kernel, eta_kernel = prop2_on_features(lsa_model, tune, config.n_context, config.d_features,
+                                               metric.to(test.tokens))
     eta_meta = tuned_readout_eta(baseline, tune)
     scored: dict[str, Scored] = {
         "trained": score(lsa_model, test),

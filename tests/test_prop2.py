@@ -6,27 +6,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructions.prop2 import (check_feature_gd, feature_gd_model, feature_kernel, kernel_regression_prediction,
-                                 random_mlp)
+                                 optimal_kernel_eta, random_mlp)
 from constructions.verify import all_checks
 from icl_gd.errors import ConfigError
 from icl_gd.feature_models import FeatureMapConfig, MetaLearnedReadout
-from icl_gd.gd import gd_predict
+from icl_gd.gd import gd_predict, optimal_one_step_eta
 
 
 @settings(max_examples=25, deadline=None)
 @given(d_x=st.integers(1, 4), d_f=st.integers(1, 48), hidden=st.integers(0, 64), d_y=st.integers(1, 3),
        n=st.integers(1, 30), eta=st.floats(0.01, 3.0), activation=st.sampled_from(["relu", "gelu", "tanh"]),
-       with_W0=st.booleans(), seed=st.integers(0, 10_000))
+       with_W0=st.booleans(), with_metric=st.booleans(), seed=st.integers(0, 10_000))
 def test_feature_gd_is_readout_gd_and_kernel_regression_float64(d_x, d_f, hidden, d_y, n, eta, activation,
-                                                                 with_W0, seed):
-    result = check_feature_gd(d_x, d_f, hidden, d_y, n, 4, eta, activation, with_W0, seed)
+                                                                 with_W0, with_metric, seed):
+    result = check_feature_gd(d_x, d_f, hidden, d_y, n, 4, eta, activation, with_W0, seed, with_metric)
     assert result.max_rel_error <= 1e-12, result
 
 
 @settings(max_examples=10, deadline=None)
 @given(d_f=st.integers(4, 40), n=st.integers(2, 20), seed=st.integers(0, 10_000))
 def test_feature_gd_float32(d_f, n, seed):
-    result = check_feature_gd(1, d_f, 32, 1, n, 8, 0.5, "gelu", True, seed, dtype=torch.float32, tolerance=1e-5)
+    result = check_feature_gd(1, d_f, 32, 1, n, 8, 0.5, "gelu", True, seed, with_metric=seed % 2 == 0,
+                              dtype=torch.float32, tolerance=1e-5)
     assert result.max_rel_error <= 1e-5, result
 
 
@@ -76,3 +77,29 @@ def test_bad_sizes_raise():
         feature_gd_model(random_mlp(1, 4, 0, "relu", 0), 1, 0, 1, 10, 1.0)
     with pytest.raises(ConfigError, match="activation"):
         FeatureMapConfig(activation="sigmoid")
+
+
+def test_closed_form_kernel_eta_is_the_readout_eta_and_a_minimum():
+    m = random_mlp(1, 10, 16, "gelu", seed=3)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 9, 1, generator=gen, dtype=torch.float64)
+    y = torch.sin(x) * torch.rand(64, 1, 1, generator=gen, dtype=torch.float64)
+    W0 = torch.randn(1, 10, generator=gen, dtype=torch.float64) * 0.1
+    prior = lambda inputs: m(inputs) @ W0.T  # noqa: E731
+    eta = optimal_kernel_eta(feature_kernel(m), x[:, :-1], y[:, :-1], x[:, -1], y[:, -1], prior)
+    with torch.no_grad():
+        f = m(x)
+        reference = optimal_one_step_eta(f[:, :-1], y[:, :-1], f[:, -1], y[:, -1], W0)
+    assert eta == pytest.approx(reference, rel=1e-10)
+
+    def loss(e):
+        with torch.no_grad():
+            pred = kernel_regression_prediction(feature_kernel(m), x[:, :-1], y[:, :-1], x[:, -1], e, prior)
+        return float(((pred - y[:, -1]) ** 2).mean())
+
+    assert loss(eta) < loss(eta * 1.05) and loss(eta) < loss(eta * 0.95)
+
+
+def test_bad_metric_shape_raises():
+    with pytest.raises(ConfigError, match="metric"):
+        feature_gd_model(random_mlp(1, 4, 0, "relu", 0), 1, 4, 1, 10, 1.0, metric=torch.eye(3, dtype=torch.float64))
