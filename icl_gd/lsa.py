@@ -90,6 +90,18 @@ def _truncated_normal(shape: Sequence[int], fan_in: int, scale: float, gen: torc
     return nn.init.trunc_normal_(out, std=std, a=-2 * std, b=2 * std, generator=gen)
 
 
+def _project_heads(W: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, k) = W_h e_t for W (H, k, D), e (B, T, D); one matmul (einsum would batch tiny GEMMs)."""
+    H, k, D = W.shape
+    return (e @ W.reshape(H * k, D).T).unflatten(-1, (H, k)).transpose(1, 2)
+
+
+def _combine_heads(P: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+    """(B, T, D) = Σ_h P_h heads_h for P (H, D, k), heads (B, H, T, k)."""
+    H, D, k = P.shape
+    return heads.transpose(1, 2).flatten(-2) @ P.transpose(0, 1).reshape(D, H * k).T
+
+
 class LSALayer(nn.Module):
     """One (linear or softmax) self-attention layer; ``forward`` maps tokens (B, T, D) to (B, T, D)."""
 
@@ -150,11 +162,11 @@ class LSALayer(nn.Module):
         return torch.einsum("hdk,bhtk->btd", self.P, heads)
 
     def _softmax_update(self, e: torch.Tensor) -> torch.Tensor:
-        q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
-        k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
-        v = torch.einsum("hkd,btd->bhtk", self.W_V, e[:, :-1])
+        q = _project_heads(self.W_Q, e)
+        k = _project_heads(self.W_K, e[:, :-1])
+        v = _project_heads(self.W_V, e[:, :-1])
         attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, T, N)
-        return torch.einsum("hdk,bhtk->btd", self.P, attn @ v)
+        return _combine_heads(self.P, attn @ v)
 
     def query_update(self, tokens: torch.Tensor) -> torch.Tensor:
         """The update (B, D) of the last token only, before damping; what a final layer needs for ŷ.
@@ -164,11 +176,11 @@ class LSALayer(nn.Module):
         e = self.norm(tokens) if self.norm is not None else tokens
         context, e_q = e[:, :-1], e[:, -1]
         if self.config.softmax:
-            q = torch.einsum("hkd,bd->bhk", self.W_Q, e_q)
-            k = torch.einsum("hkd,bnd->bhnk", self.W_K, context)
-            v = torch.einsum("hkd,bnd->bhnk", self.W_V, context)
-            attn = torch.softmax(torch.einsum("bhk,bhnk->bhn", q, k), dim=-1)
-            return torch.einsum("hdk,bhk->bd", self.P, torch.einsum("bhn,bhnk->bhk", attn, v))
+            q = _project_heads(self.W_Q, e_q[:, None])  # (B, H, 1, k)
+            k = _project_heads(self.W_K, context)
+            v = _project_heads(self.W_V, context)
+            attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, 1, N)
+            return _combine_heads(self.P, attn @ v)[:, 0]
         PV = self.P @ self.W_V  # (H, D, D)
         KQ = self.W_K.transpose(-1, -2) @ self.W_Q  # (H, D, D)
         u = (e_q @ KQ.transpose(-1, -2)).permute(1, 2, 0)  # (B, D, H): KQ_h e_q
