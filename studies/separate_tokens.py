@@ -42,7 +42,7 @@ class SeparateTokensConfig:
     input_range: float = 1.0
     n_frequencies: int | None = None  # None: N
     heads: tuple[int, ...] = (1, 2, 4)
-    steps: int = 3000
+    steps: int = 4000
     batch_size: int = 512
     lr: float = 3e-3
     grad_clip: float | None = None
