@@ -1,0 +1,146 @@
+"""GD++: the LSA construction against the algorithm (float64 exact, float32 close), γ = 0 is GD, tuning."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from constructions.gdpp import (IDENTITY_CHECKS, check_gamma_zero_is_gd, check_k_steps, check_one_step,
+                                gdpp_model, gdpp_step_weights)
+from constructions.verify import all_checks
+from icl_gd.errors import ConfigError
+from icl_gd.gd import gd_predictions_per_step
+from icl_gd.gdpp import (GDPPParams, GDPPPredictor, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
+                         gdpp_predictions_per_step, tune_gd, tune_gdpp)
+from icl_gd.tasks import LinearRegressionTask, Stream
+from icl_gd.tokens import ConcatLayout
+
+
+@settings(max_examples=30, deadline=None)
+@given(d_x=st.integers(1, 14), d_y=st.integers(1, 5), n=st.integers(1, 30), eta=st.floats(0.0, 3.0),
+       gamma=st.floats(-0.5, 0.5), with_W0=st.booleans(), heads=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_gdpp_layer_is_one_gdpp_step_float64(d_x, d_y, n, eta, gamma, with_W0, heads, seed):
+    result = check_one_step(d_x, d_y, n, 4, eta, gamma / n, with_W0, seed, n_heads=heads)
+    assert result.max_rel_error <= 1e-12, result
+
+
+@settings(max_examples=20, deadline=None)
+@given(d_x=st.integers(1, 10), d_y=st.integers(1, 4), n=st.integers(2, 30),
+       steps=st.lists(st.tuples(st.floats(0.05, 2.0), st.floats(-0.3, 0.3)), min_size=1, max_size=6),
+       recurrent=st.booleans(), with_W0=st.booleans(), seed=st.integers(0, 10_000))
+def test_k_layers_are_k_gdpp_steps_float64(d_x, d_y, n, steps, recurrent, with_W0, seed):
+    if recurrent:
+        steps = [steps[0]] * len(steps)
+    etas, gammas = [e for e, _ in steps], [g / n for _, g in steps]
+    result = check_k_steps(d_x, d_y, n, 8, etas, gammas, recurrent=recurrent, with_W0=with_W0, seed=seed)
+    assert result.max_rel_error <= 1e-12, result
+
+
+@settings(max_examples=15, deadline=None)
+@given(d_x=st.integers(1, 10), d_y=st.integers(1, 4), n=st.integers(2, 30),
+       etas=st.lists(st.floats(0.05, 2.0), min_size=1, max_size=5), with_W0=st.booleans(), seed=st.integers(0, 999))
+def test_gdpp_with_gamma_zero_is_gd(d_x, d_y, n, etas, with_W0, seed):
+    result = check_gamma_zero_is_gd(d_x, d_y, n, 8, etas, with_W0, seed)
+    assert result.max_rel_error <= 1e-12, result
+
+
+def test_gdpp_float32_close_to_float64_algorithm():
+    task = LinearRegressionTask()
+    data = task.sample(256, seed=1, stream=Stream.TEST, dtype=torch.float64)
+    etas, gammas = [13.0, 13.0, 13.0], [0.18, 0.18, 0.18]
+    tokens = ConcatLayout(10).tokens(data).float()
+    got = gdpp_model(10, 1, 10, etas, gammas, recurrent=True, dtype=torch.float32)(tokens)
+    want = gdpp_predict(data.x_context, data.y_context, data.x_query, etas, gammas)
+    assert torch.allclose(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_check_detects_a_wrong_gamma():
+    """The identity check is not vacuous: a construction with γ against the algorithm with another γ fails."""
+    task = LinearRegressionTask()
+    data = task.sample(64, seed=2, stream=Stream.TEST, dtype=torch.float64)
+    tokens = ConcatLayout(10).tokens(data)
+    got = gdpp_model(10, 1, 10, [6.0, 6.0], [0.1, 0.1])(tokens)
+    right = gdpp_predict(data.x_context, data.y_context, data.x_query, [6.0, 6.0], [0.1, 0.1])
+    wrong = gdpp_predict(data.x_context, data.y_context, data.x_query, [6.0, 6.0], [0.11, 0.11])
+    assert torch.allclose(got, right, rtol=1e-12, atol=1e-14)
+    assert (got - wrong).abs().max() > 1e-4
+
+
+def test_gdpp_transforms_every_input_including_the_query():
+    """After one layer the x slots (context and query) are (I - γ X Xᵀ) x; γ = 0 leaves them unchanged."""
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randn(3, 6, 5, generator=gen, dtype=torch.float64)
+    model = gdpp_model(4, 1, 5, [0.7], [0.2])
+    _, states = model(tokens, return_tokens=True)
+    X = tokens[:, :-1, :4]  # (B, N, d)
+    want = tokens[..., :4] - 0.2 * tokens[..., :4] @ (X.transpose(1, 2) @ X)
+    assert torch.allclose(states[1][..., :4], want, rtol=1e-12, atol=1e-13)
+    _, states = gdpp_model(4, 1, 5, [0.7], [0.0])(tokens, return_tokens=True)
+    assert torch.equal(states[1][..., :4], tokens[..., :4])
+
+
+def test_registered_in_verify():
+    names = [c.name for c in all_checks()]
+    assert all(c.name in names for c in IDENTITY_CHECKS)
+    for check in IDENTITY_CHECKS:
+        result = check.run()
+        assert result.passed, (check.name, result)
+
+
+def test_predictor_reads_tokens_and_gives_per_step_predictions():
+    task = LinearRegressionTask(d=5, n_context=7, d_y=2)
+    data = task.sample(16, seed=3, dtype=torch.float64)
+    params = GDPPParams((0.5, 0.8), (0.05, 0.02))
+    predictor = GDPPPredictor(ConcatLayout(5, 2), params)
+    tokens = ConcatLayout(5, 2).tokens(data)
+    per_step = gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, params.etas, params.gammas)
+    assert per_step.shape == (3, 16, 2)
+    assert torch.equal(predictor(tokens), per_step[-1])
+    assert torch.equal(predictor.predictions_per_step(tokens), per_step)
+    assert torch.equal(per_step[0], torch.zeros(16, 2, dtype=torch.float64))
+
+
+def test_tuning_gdpp_beats_gd_and_per_step_gd_beats_shared():
+    task = LinearRegressionTask()
+    tune = task.sample(1024, seed=0, stream=Stream.TUNE, dtype=torch.float64)
+    test = task.sample(2048, seed=0, stream=Stream.TEST, dtype=torch.float64)
+    args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, 2)
+    gd_shared, gd_steps = tune_gd(*args, shared=True), tune_gd(*args, shared=False)
+    gdpp = tune_gdpp(*args, shared=True, start=gd_shared)
+    assert len(set(gd_shared.etas)) == 1 and gd_shared.gammas == (0.0, 0.0)
+    assert len(set(gdpp.etas)) == 1 and len(set(gdpp.gammas)) == 1
+    test_args = (test.x_context, test.y_context, test.x_query, test.y_query)
+    loss = {name: gdpp_loss(*test_args, p) for name, p in
+            (("gd", gd_shared), ("gd_steps", gd_steps), ("gdpp", gdpp))}
+    assert loss["gd_steps"] < loss["gd"]
+    assert loss["gdpp"] < 0.85 * loss["gd"]  # a curvature correction, not a rounding-level gain
+    assert gdpp.gammas[0] > 0
+
+
+def test_read_back_from_constructed_weights():
+    w = gdpp_step_weights(10, 1, 10, eta=13.5, gamma=0.18)
+    assert gdpp_params_from_weights(w, 10, 1, 10) == pytest.approx((13.5, 0.18), rel=1e-12)
+
+
+def test_bad_inputs_raise_config_error():
+    x, y, xq = torch.zeros(2, 3, 4), torch.zeros(2, 3, 1), torch.zeros(2, 4)
+    with pytest.raises(ConfigError):
+        gdpp_predict(x, y, xq, [0.1, 0.2], [0.0])
+    with pytest.raises(ConfigError):
+        gdpp_predict(x, y, xq, [], [])
+    with pytest.raises(ConfigError):
+        GDPPParams((1.0,), (0.1, 0.2))
+    with pytest.raises(ConfigError):
+        tune_gdpp(x, y, xq, torch.zeros(2, 1), 0)
+    with pytest.raises(ConfigError):
+        gdpp_model(4, 1, 3, [0.1, 0.2], [0.0, 0.1], recurrent=True)
+    with pytest.raises(ConfigError):
+        gdpp_step_weights(4, 1, 3, 0.1, 0.1, W0=torch.zeros(2, 4))
+
+
+def test_gdpp_gamma_zero_matches_gd_on_multi_output_float32():
+    task = LinearRegressionTask(d=6, n_context=9, d_y=3)
+    data = task.sample(32, seed=5, dtype=torch.float32)
+    a = gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, [0.5, 0.9], [0.0, 0.0])
+    b = gd_predictions_per_step(data.x_context, data.y_context, data.x_query, [0.5, 0.9])
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
