@@ -144,9 +144,10 @@ class LSALayer(nn.Module):
         PV = self.P @ self.W_V  # (H, D, D)
         KQ = self.W_K.transpose(-1, -2) @ self.W_Q  # (H, D, D)
         if self.config.n_heads == 1:
-            M = PV[0] @ C @ KQ[0]  # (B, D, D)
-        else:
-            M = (PV[None] @ C[:, None] @ KQ[None]).sum(1)
+            # Rows e_jᵀ KQᵀ C PVᵀ (C is symmetric): two GEMMs over all B·T tokens around one batched product,
+            # about half the cost of forming M = PV C KQ per task first.
+            return (e @ KQ[0].transpose(0, 1)) @ C @ PV[0].transpose(0, 1)
+        M = (PV[None] @ C[:, None] @ KQ[None]).sum(1)
         return e @ M.transpose(1, 2)
 
     def explicit_update(self, tokens: torch.Tensor) -> torch.Tensor:
