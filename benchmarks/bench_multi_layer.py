@@ -74,7 +74,8 @@ def study_wall_time(args: list[str], threads: int | None) -> dict[str, object]:
         if done.returncode != 0:
             raise SystemExit(f"study failed: {done.stderr.strip()}")
         metrics = json.loads(Path(f"{tmp}/run/metrics.json").read_text())["mean"]
-    keys = ("loss_trained", "loss_gd", "loss_gdpp", "cos_sensitivity_gd", "cos_sensitivity_gdpp")
+    keys = ("loss_trained", "loss_gd", "loss_gdpp", "cos_sensitivity_gd", "cos_sensitivity_gdpp",
+            "cos_sensitivity_gd_peak", "cos_sensitivity_gd_peak_step")
     return {"args": args, "wall_s": wall, **{k: metrics[k] for k in keys}}
 
 

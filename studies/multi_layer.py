@@ -209,6 +209,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         m.update(_suffixed(trained, refs.gdpp_scored, "_gdpp"))
         m.update(_suffixed(score(init, test), refs.gdpp_scored, "_gdpp", prefix="untrained_"))
         m.update(_suffixed(refs.gd_scored, refs.gdpp_scored, "_gdpp", prefix="gd_"))
+        m.update(alignment_peak(curves, seed))
         per_seed[seed] = m
 
         predictors = {"trained": model, "gd": GDPredictor(layout, refs.gd.etas),
@@ -259,6 +260,17 @@ def past_training_depth(config: MultiLayerConfig, model: LSAModel, refs: Referen
     return rows
 
 
+def alignment_peak(curves: list[dict[str, Any]], seed: int) -> dict[str, float]:
+    """The highest sensitivity cosine against GD over training and the step it was reached (the model aligns
+    with GD first, then moves on to GD++), and the cosine against GD++ at that step."""
+    rows = [r for r in curves if r["seed"] == seed and r["model"] == "trained"]
+    vs_gd = {r["step"]: r["value"] for r in rows if r["metric"] == "cos_sensitivity_vs_gd"}
+    vs_gdpp = {r["step"]: r["value"] for r in rows if r["metric"] == "cos_sensitivity_vs_gdpp"}
+    step = max(vs_gd, key=lambda k: (vs_gd[k], -k))
+    return {"cos_sensitivity_gd_peak": vs_gd[step], "cos_sensitivity_gd_peak_step": float(step),
+            "cos_sensitivity_gdpp_at_gd_peak": vs_gdpp[step]}
+
+
 def _suffixed(scored: Scored, reference: Scored, suffix: str, prefix: str = "") -> dict[str, float]:
     return {f"{prefix}{k}{suffix}": v for k, v in alignment_metrics("", scored, reference).items()}
 
@@ -284,6 +296,16 @@ def draw_figures(ctx: RunContext, config: MultiLayerConfig, curves, ood_rows, de
         save_figure(alignment_curves_figure([r for r in curves if r["model"] == "trained"], reference=ref),
                     ctx.out, f"alignment_vs_{ref}")
     save_figure(ood_figure(ood_rows), ctx.out, "ood")
+
+    import pandas as pd
+    import seaborn as sns
+
+    df = pd.DataFrame([r for r in curves if r["model"] == "trained" and r["metric"].startswith("cos_sensitivity")])
+    df["reference"] = df.metric.str.replace("cos_sensitivity_vs_", "", regex=False)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    sns.lineplot(data=df, x="step", y="value", hue="reference", errorbar=("pi", 100), ax=ax)
+    ax.set(xlabel="training step", ylabel="sensitivity cosine of the trained model", ylim=(0.8, 1.005))
+    save_figure(fig, ctx.out, "cosine_gd_then_gdpp")
 
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     layers = list(range(1, K + 1))
@@ -311,9 +333,6 @@ def draw_figures(ctx: RunContext, config: MultiLayerConfig, curves, ood_rows, de
     save_figure(fig, ctx.out, "effective_params")
 
     if depth_rows:
-        import pandas as pd
-        import seaborn as sns
-
         df = pd.DataFrame(depth_rows)
         df = df[df.loss < 1e6]  # overflowed runs are in depth.csv; the figure shows the finite part
         fig, axes = plt.subplots(1, len(config.dampings), figsize=(4.2 * len(config.dampings), 3.3), squeeze=False)

@@ -35,11 +35,12 @@ def test_recurrent_run_writes_everything(tmp_path):
     assert m["loss_gdpp_per_step"][-1] == pytest.approx(m["loss_gdpp"], rel=1e-5)
     assert m["loss_gdpp_constructed"] == pytest.approx(m["loss_gdpp"], rel=1e-4)  # the LSA weights do GD++
     assert m["loss_gdpp"] < m["loss_gd"]
+    assert m["cos_sensitivity_gd_peak_step"] in (0.0, 6.0, 12.0)
     assert set(metrics["seeds"]) == {"0", "1"}
     for name in ("curves.csv", "ood.csv", "depth.csv", "weights.json"):
         assert (tmp_path / name).exists()
-    for fig in ("loss_curves", "alignment_vs_gd", "alignment_vs_gdpp", "per_layer_loss", "effective_params",
-                "ood", "past_training_depth"):
+    for fig in ("loss_curves", "alignment_vs_gd", "alignment_vs_gdpp", "cosine_gd_then_gdpp", "per_layer_loss",
+                "effective_params", "ood", "past_training_depth"):
         assert (tmp_path / "figures" / f"{fig}.png").exists()
     depth = (tmp_path / "depth.csv").read_text().splitlines()
     assert len(depth) == 1 + 2 * 2 * 3 * 6  # seeds x dampings x models x applications
