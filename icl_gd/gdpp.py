@@ -178,13 +178,17 @@ def _lbfgs(
 def tune_gdpp(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
     shared: bool = True, W0: torch.Tensor | None = None, start: GDPPParams | None = None, max_iter: int = 200,
+    gamma_starts: Sequence[float] = (0.0, 0.25, 0.5),
 ) -> GDPPParams:
     """(η_k, γ_k) minimising the mean K-step query loss of GD++ on the given (held-out) tasks.
 
-    One batched L-BFGS (float64) over all step sizes and transforms at once. It starts from ``start``, by default
-    from tuned plain GD (itself started from the closed-form one-step η) with γ = 0, and keeps the start if the
-    search ends no better, so the result is never worse than tuned GD on these tasks. With ``shared`` one
-    (η, γ) serves every step (a recurrent model).
+    A batched L-BFGS (float64) over all step sizes and transforms at once, from a few starts: the η of ``start``
+    (by default tuned plain GD, itself started from the closed-form one-step η), in its order and reversed, with
+    γ_k = c / λ̄ for each c in ``gamma_starts``, λ̄ = mean eigenvalue of X Xᵀ over the tasks (the last step's γ
+    never matters and starts at 0). The loss has several basins (per step, a small η with a strong transform can
+    beat a large η with a weak one), so a single start can stall in the worse one; the search is still local,
+    not a proof of the global optimum. The best result on these tasks wins, the start included, so it is never
+    worse than tuned GD. With ``shared`` one (η, γ) serves every step (a recurrent model).
     """
     if not isinstance(n_steps, int) or n_steps <= 0:
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
@@ -192,8 +196,21 @@ def tune_gdpp(
         start = tune_gd(x, y, x_query, y_query, n_steps, shared=shared, W0=W0, max_iter=max_iter)
     if start.n_steps != n_steps:
         raise ConfigError(f"start has {start.n_steps} steps, tuning asked for {n_steps}")
-    tuned = _lbfgs(x, y, x_query, y_query, start, shared=shared, tune_gamma=True, W0=W0, max_iter=max_iter)
-    return min((start, tuned), key=lambda p: gdpp_loss(x, y, x_query, y_query, p, W0))
+    gram_scale = float((x.double() ** 2).sum(dim=(1, 2)).mean() / x.shape[-1])  # λ̄ = tr(X Xᵀ) / d
+    # K GD steps are symmetric in the η_k, GD++ steps are not: the reversed order is an equally good start.
+    eta_starts = list(dict.fromkeys([start.etas, start.etas[::-1]]))
+    candidates = [start]
+    for etas in eta_starts:
+        for c in gamma_starts:
+            gammas = tuple(c / gram_scale if (shared or k < n_steps - 1) else 0.0 for k in range(n_steps))
+            try:
+                candidates.append(_lbfgs(x, y, x_query, y_query, GDPPParams(etas, gammas), shared=shared,
+                                         tune_gamma=True, W0=W0, max_iter=max_iter))
+            except DivergenceError:
+                continue  # a start that runs off to infinity is simply not a candidate
+    losses = [gdpp_loss(x, y, x_query, y_query, p, W0) for p in candidates]
+    finite = [(loss, i) for i, loss in enumerate(losses) if loss == loss and loss < float("inf")]
+    return candidates[min(finite)[1]]
 
 
 # ---------------------------------------------------------------------------------------------------- reading
