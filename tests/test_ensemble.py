@@ -29,7 +29,8 @@ def _eval_rows(model, step, seed):
 
 
 def _max_rel(a: nn.Module, b: nn.Module) -> float:
-    return max(float((p - q).abs().max() / p.abs().max()) for p, q in zip(a.state_dict().values(), b.state_dict().values()))
+    pairs = zip(a.state_dict().values(), b.state_dict().values())
+    return max(float((p - q).abs().max() / p.abs().max()) for p, q in pairs)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-11), (torch.float32, 1e-4)])
