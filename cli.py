@@ -40,6 +40,17 @@ def resolve_device(name: str):
     return device
 
 
+def set_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count for this process (the CLI is the one place that owns the process)."""
+    import torch
+
+    if threads is None:
+        return
+    if threads <= 0:
+        raise ConfigError(f"--threads must be a positive integer, got {threads}")
+    torch.set_num_threads(threads)
+
+
 @app.command()
 def run(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
@@ -50,6 +61,9 @@ def run(
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     force: bool = typer.Option(False, "--force", help="Overwrite a finished run in --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="CPU threads for torch (default: 1 for the regression studies, all cores otherwise)."
+    ),
 ) -> None:
     """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
     from icl_gd.config import apply_overrides, set_values
@@ -63,6 +77,7 @@ def run(
         flags = {k: v for k, v in {"steps": steps, "seeds": seeds}.items() if v is not None}
         config = set_values(config, **flags)
         config = apply_overrides(config, set_)
+        set_threads(threads if threads is not None else spec.default_threads)
         ctx = RunContext(out=prepare_run_dir(out, force), device=resolve_device(device), progress=progress)
         write_resolved_config(ctx, study, config)
         mean = spec.run(config, ctx)

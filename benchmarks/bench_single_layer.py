@@ -1,7 +1,7 @@
 """Benchmark: one training step of the default single-layer model at batch 2048 (median ms, data sampling
 included), and the whole default study end to end (seconds, a fresh process as a user runs it).
 
-    python benchmarks/bench_single_layer.py [--steps 300] [--skip-study]
+    python benchmarks/bench_single_layer.py [--steps 300] [--threads 1] [--skip-study]
 
 Targets on the 2-core CI machine: <= 3 ms per step, <= 30 s for the default study.
 """
@@ -25,26 +25,21 @@ sys.path.insert(0, str(ROOT))
 from icl_gd.lsa import LSAConfig, LSAModel  # noqa: E402
 from icl_gd.tasks import LinearRegressionTask  # noqa: E402
 from icl_gd.tokens import ConcatTokenTask  # noqa: E402
-from icl_gd.training import TrainConfig, make_optimizer, query_loss  # noqa: E402
+from icl_gd.training import TrainConfig, train  # noqa: E402
 
 
-def time_training_steps(n_steps: int, batch_size: int = 2048) -> list[float]:
-    """Milliseconds per step: sample fresh tasks, forward, backward, clip, AdamW step (the loop in training.py)."""
+def time_training_steps(n_steps: int, batch_size: int = 2048, repeats: int = 9) -> list[float]:
+    """Milliseconds per step of ``training.train`` (fresh tasks, forward, backward, clip, AdamW; the batch
+    prefetcher on), each repeat a fresh ``n_steps``-step run without evaluation; one value per repeat."""
     task = ConcatTokenTask(LinearRegressionTask())
-    model = LSAModel(LSAConfig(d_model=11))
-    optimizer = make_optimizer(model, TrainConfig())
-    params = list(model.parameters())
-    device, times = torch.device("cpu"), []
-    for step in range(n_steps + 20):
+    config = TrainConfig(steps=n_steps, batch_size=batch_size, eval_every=10 * n_steps, checkpoint_every=10 * n_steps)
+    train(LSAModel(LSAConfig(d_model=11)), task, TrainConfig(steps=20, batch_size=batch_size), seed=0)  # warm-up
+    times = []
+    for repeat in range(repeats):
+        model = LSAModel(LSAConfig(d_model=11), seed=repeat)
         start = time.perf_counter()
-        tokens, target = task.train_batch(batch_size, 0, step, device, torch.float32)
-        loss = query_loss(model(tokens), target)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1e-3, foreach=True)
-        optimizer.step()
-        if step >= 20:  # warm-up excluded
-            times.append((time.perf_counter() - start) * 1e3)
+        train(model, task, config, seed=repeat)
+        times.append((time.perf_counter() - start) * 1e3 / n_steps)
     return times
 
 
@@ -61,11 +56,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--skip-study", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the study's default is 1)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     times = time_training_steps(args.steps)
-    print(f"training step (batch 2048): median {statistics.median(times):.2f} ms, "
-          f"p10 {sorted(times)[len(times) // 10]:.2f} ms, p90 {sorted(times)[9 * len(times) // 10]:.2f} ms "
-          f"over {len(times)} steps, {torch.get_num_threads()} threads")
+    print(f"training step (batch 2048): median {statistics.median(times):.2f} ms "
+          f"(min {min(times):.2f}, max {max(times):.2f}) over {len(times)} runs of {args.steps} steps, "
+          f"{torch.get_num_threads()} thread(s)")
     if not args.skip_study:
         seconds, mean = time_default_study()
         print(f"default single-layer study (5000 steps, 1 seed, evaluation, OOD, figures): {seconds:.1f} s; "

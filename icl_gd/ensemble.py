@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import io
+from contextlib import closing
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from torch.func import functional_call, stack_module_state
 
 from .errors import ConfigError, DivergenceError
 from .results import atomic_write_bytes
-from .training import TokenTask, TrainConfig, TrainState, progress_bar
+from .training import TokenTask, TrainConfig, TrainState, prefetched, progress_bar
 
 
 class SeedEnsemble:
@@ -169,8 +170,9 @@ def train_ensemble(
     ensemble.template.train()
     with progress_bar(config.steps, description, progress) as update:
         update(step, float("nan"))
-        while step < config.steps:
-            tokens, target = stacked_train_batch(task, config.batch_size, seeds, step, device, dtype)
+        batches = prefetched(lambda at: stacked_train_batch(task, config.batch_size, seeds, at, device, dtype),
+                             range(step, config.steps))
+        for tokens, target in closing(batches):
             prediction = ensemble(tokens)
             per_seed = 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)  # (S,): each lone run's loss
             for p in params:

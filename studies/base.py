@@ -32,6 +32,10 @@ class Study:
     summary: str
     default_config: Callable[[], Any]
     run: Callable[[Any, RunContext], dict[str, Any]]
+    # Intra-op CPU threads when --threads is not given; None keeps torch's default (all cores). Studies of tiny
+    # matrices use 1: they gain nothing from intra-op threads, the batch prefetcher uses the other core, and
+    # two threads on a busy machine make every step wait on the slowest core (measured 50x slower).
+    default_threads: int | None = None
 
 
 def write_resolved_config(ctx: RunContext, study: str, config: Any) -> None:
@@ -42,6 +46,7 @@ def write_resolved_config(ctx: RunContext, study: str, config: Any) -> None:
             "study": study,
             "config": config,
             "device": str(ctx.device),
+            "threads": torch.get_num_threads(),
             "command": sys.argv,
             "versions": {
                 "python": platform.python_version(),

@@ -354,4 +354,5 @@ STUDY = Study(
     summary="K-layer LSA (tied or not) vs K steps of tuned GD and GD++: per-layer loss, alignment, OOD, depth",
     default_config=MultiLayerConfig,
     run=run,
+    default_threads=1,
 )

@@ -221,4 +221,5 @@ STUDY = Study(
     summary="separate x/y tokens: softmax copy layer + LSA layer vs one and two GD steps, copy analysis (Prop. 3)",
     default_config=SeparateTokensConfig,
     run=run,
+    default_threads=1,
 )

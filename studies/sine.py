@@ -293,4 +293,5 @@ STUDY = Study(
     summary="MLP features + one LSA layer vs a meta-learned MLP taking one GD step, on sine tasks (Prop. 2)",
     default_config=SineConfig,
     run=run,
+    default_threads=1,
 )

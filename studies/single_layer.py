@@ -226,4 +226,5 @@ STUDY = Study(
     summary="a trained LSA layer vs one tuned GD step: loss, alignment, interpolation, OOD (von Oswald et al.)",
     default_config=SingleLayerConfig,
     run=run,
+    default_threads=1,
 )

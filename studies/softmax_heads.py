@@ -140,4 +140,5 @@ STUDY = Study(
     summary="one softmax-attention layer with 1, 2, 4 heads vs one GD step (concatenated tokens)",
     default_config=SoftmaxHeadsConfig,
     run=run,
+    default_threads=1,
 )
