@@ -170,30 +170,32 @@ def train_ensemble(
     ensemble.template.train()
     with progress_bar(config.steps, description, progress) as update:
         update(step, float("nan"))
-        batches = prefetched(lambda at: stacked_train_batch(task, config.batch_size, seeds, at, device, dtype),
-                             range(step, config.steps))
-        for tokens, target in closing(batches):
-            prediction = ensemble(tokens)
-            per_seed = 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)  # (S,): each lone run's loss
-            for p in params:
-                p.grad = None
-            per_seed.sum().backward()
-            if config.grad_clip is not None:
-                clip_grad_norm_per_member(params, config.grad_clip)
-            optimizer.step()
-            step += 1
-            for state in states:
-                state.step = step
-            if step % config.eval_every == 0 or step == config.steps:
-                values = per_seed.detach().tolist()
-                bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
-                if bad:
-                    raise DivergenceError(f"training diverged at step {step} for seed(s) {bad}; lower lr or "
-                                          "set grad_clip")
-                update(step, sum(values) / len(values))
-                run_eval(step)
-            if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
-                _save(checkpoint_path, ensemble, optimizer, states, fingerprint)
+        def fetch(at: int) -> tuple[torch.Tensor, torch.Tensor]:
+            return stacked_train_batch(task, config.batch_size, seeds, at, device, dtype)
+
+        with closing(prefetched(fetch, range(step, config.steps))) as batches:
+            for tokens, target in batches:
+                prediction = ensemble(tokens)
+                per_seed = 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)  # (S,): each lone run's loss
+                for p in params:
+                    p.grad = None
+                per_seed.sum().backward()
+                if config.grad_clip is not None:
+                    clip_grad_norm_per_member(params, config.grad_clip)
+                optimizer.step()
+                step += 1
+                for state in states:
+                    state.step = step
+                if step % config.eval_every == 0 or step == config.steps:
+                    values = per_seed.detach().tolist()
+                    bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
+                    if bad:
+                        raise DivergenceError(f"training diverged at step {step} for seed(s) {bad}; lower lr or "
+                                              "set grad_clip")
+                    update(step, sum(values) / len(values))
+                    run_eval(step)
+                if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
+                    _save(checkpoint_path, ensemble, optimizer, states, fingerprint)
     with torch.no_grad():  # the models end trained in place, as ``training.train`` leaves its model
         for i, model in enumerate(models):
             model.load_state_dict(ensemble.member(i).state_dict())

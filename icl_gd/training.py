@@ -186,26 +186,28 @@ def train(
     model.train()
     with progress_bar(config.steps, description, progress) as update:
         update(state.step, float("nan"))
-        batches = prefetched(lambda step: task.train_batch(config.batch_size, seed, step, device, dtype),
-                             range(state.step, config.steps))
-        for tokens, target in closing(batches):
-            loss = query_loss(model(tokens), target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip is not None:
-                nn.utils.clip_grad_norm_(params, config.grad_clip, foreach=True)
-            optimizer.step()
-            state.step += 1
-            if state.step % config.eval_every == 0 or state.step == config.steps:
-                value = loss.item()
-                if not math.isfinite(value):
-                    raise DivergenceError(
-                        f"training diverged at step {state.step} (loss={value}); lower lr or set grad_clip")
-                update(state.step, value)
-                run_eval(state.step)
-            if checkpoint_path is not None and (
-                state.step % config.checkpoint_every == 0 or state.step == config.steps
-            ):
-                save_checkpoint(checkpoint_path, model, optimizer, state, fingerprint)
+        def fetch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+            return task.train_batch(config.batch_size, seed, step, device, dtype)
+
+        with closing(prefetched(fetch, range(state.step, config.steps))) as batches:
+            for tokens, target in batches:
+                loss = query_loss(model(tokens), target)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(params, config.grad_clip, foreach=True)
+                optimizer.step()
+                state.step += 1
+                if state.step % config.eval_every == 0 or state.step == config.steps:
+                    value = loss.item()
+                    if not math.isfinite(value):
+                        raise DivergenceError(
+                            f"training diverged at step {state.step} (loss={value}); lower lr or set grad_clip")
+                    update(state.step, value)
+                    run_eval(state.step)
+                if checkpoint_path is not None and (
+                    state.step % config.checkpoint_every == 0 or state.step == config.steps
+                ):
+                    save_checkpoint(checkpoint_path, model, optimizer, state, fingerprint)
     model.eval()
     return state
