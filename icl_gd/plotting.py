@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -12,6 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from .results import atomic_write_bytes  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
 
 sns.set_theme(context="paper", style="whitegrid")
 

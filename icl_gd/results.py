@@ -107,3 +107,21 @@ def prepare_run_dir(out: Path, force: bool) -> Path:
 def write_metrics(out: Path, mean: Mapping[str, Any], seeds: Mapping[Any, Mapping[str, Any]]) -> None:
     """Write ``metrics.json`` = {"mean": {...}, "seeds": {seed: {...}}}. Call it last: it marks the run finished."""
     write_json(Path(out) / FINISHED_MARKER, {"mean": mean, "seeds": {str(k): v for k, v in seeds.items()}})
+
+
+def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``mean`` object of metrics.json: each metric averaged over seeds (lists element-wise); a value that is
+    neither a number nor a list of numbers (a name, a setting) is taken from the first seed."""
+    import statistics
+
+    rows = list(per_seed.values())
+
+    def average(values: list[Any]) -> Any:
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return statistics.fmean(values)
+        if all(isinstance(v, list) for v in values) and all(
+                isinstance(x, (int, float)) for v in values for x in v):
+            return [statistics.fmean(col) for col in zip(*values)]
+        return values[0]
+
+    return {key: average([row[key] for row in rows]) for key in rows[0]}

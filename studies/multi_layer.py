@@ -11,7 +11,6 @@ far past its training depth, with damping, against GD and GD++ run as long.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +29,7 @@ from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.metrics import regression_loss
 from icl_gd.ood import default_sweeps, evaluate_sweeps
 from icl_gd.plotting import alignment_curves_figure, loss_curves_figure, ood_figure, save_figure
-from icl_gd.results import write_csv, write_json, write_metrics
+from icl_gd.results import mean_over_seeds, write_csv, write_json, write_metrics
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.tokens import ConcatTokenTask
 from icl_gd.training import TrainConfig, authors_train_config, config_fingerprint, train
@@ -219,7 +218,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         if config.recurrent:
             depth_rows += past_training_depth(config, model, refs, test, seed)
 
-    mean = {k: _mean([m[k] for m in per_seed.values()]) for k in per_seed[seeds[0]]}
+    mean = mean_over_seeds(per_seed)
     mean["seeds"] = seeds
     write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
     write_csv(ctx.out / "ood.csv", ood_rows, ["seed", "sweep", "value", "model", "loss"])
@@ -237,7 +236,7 @@ def past_training_depth(config: MultiLayerConfig, model: LSAModel, refs: Referen
     """The trained recurrent layer applied n = 1..max_applications times with damping λ (update scaled by λ),
     beside GD and GD++ with the same damping (λη, λγ) run n steps. Rows {seed, damping, applications, model,
     loss}; a run that overflows gives an infinite loss, reported as such."""
-    d, N = config.d, config.n_context
+    d = config.d
     x, y, xq = test.tokens[:, :-1, :d], test.tokens[:, :-1, d:], test.tokens[:, -1, :d]
     n_max = config.max_applications
     rows = []
@@ -278,14 +277,6 @@ def _suffixed(scored: Scored, reference: Scored, suffix: str, prefix: str = "") 
 def _scalar_if_shared(values, shared: bool) -> Any:
     values = [float(v) for v in values]
     return values[0] if shared else values
-
-
-def _mean(values: list[Any]) -> Any:
-    if all(isinstance(v, (int, float)) for v in values):
-        return statistics.fmean(values)
-    if all(isinstance(v, list) for v in values):
-        return [statistics.fmean(col) for col in zip(*values)]
-    return values[0]
 
 
 # ---------------------------------------------------------------------------------------------------- figures

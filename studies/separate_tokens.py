@@ -11,7 +11,6 @@ un-suffixed metrics; every head count also gets ``*_h{H}`` metrics.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +23,8 @@ from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, alignment_metrics, score, scored_rows
 from icl_gd.gd import tune_gd_etas
 from icl_gd.plotting import loss_curves_figure, plt, save_figure, sns
-from icl_gd.results import write_csv, write_metrics
-from icl_gd.separate_tokens import (SeparateGDPredictor, SeparateLayout, SeparateModelConfig, SeparateTokenModel,
+from icl_gd.results import mean_over_seeds, write_csv, write_metrics
+from icl_gd.separate_tokens import (SeparateGDPredictor, SeparateModelConfig, SeparateTokenModel,
                                     SeparateTokenTask, SinusoidalPositions, copy_analysis)
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.training import TrainConfig, config_fingerprint, train
@@ -163,7 +162,7 @@ def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
                 save_figure(gradient_map_figure(analysis.norms, label), ctx.out, f"copy_gradients_h{heads}")
         per_seed[seed] = metrics
 
-    mean = {k: _mean([m[k] for m in per_seed.values()]) for k in per_seed[seeds[0]]}
+    mean = mean_over_seeds(per_seed)
     write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
     write_csv(ctx.out / "copy_analysis.csv", copy_rows)
     save_figure(loss_curves_figure(curves, {"zero predictor": common["loss_zero"]}, log_y=True), ctx.out,
@@ -206,14 +205,6 @@ def heads_figure(per_seed: dict[int, dict[str, Any]], heads: tuple[int, ...], co
     ax.set(xlabel="heads in the softmax layer", ylabel="test loss", xticks=list(heads))
     ax.legend(fontsize=7)
     return fig
-
-
-def _mean(values: list[Any]) -> Any:
-    if all(isinstance(v, (int, float)) for v in values):
-        return statistics.fmean(values)
-    if all(isinstance(v, list) for v in values):
-        return [statistics.fmean(col) for col in zip(*values)]
-    return values[0]
 
 
 STUDY = Study(

@@ -13,7 +13,6 @@ Writes curves.csv, functions.csv, metrics.json and figures (loss curves, alignme
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,7 +27,7 @@ from icl_gd.evaluation import EvalSet, Scored, alignment_metrics, score, scored_
 from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
 from icl_gd.gd import optimal_one_step_eta
 from icl_gd.plotting import alignment_curves_figure, loss_curves_figure, plt, save_figure
-from icl_gd.results import write_csv, write_metrics
+from icl_gd.results import mean_over_seeds, write_csv, write_metrics
 from icl_gd.sine import SineBatch, SineTask, SineTokenTask
 from icl_gd.tasks import Stream
 from icl_gd.training import TrainConfig, config_fingerprint, train
@@ -188,7 +187,7 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
         per_seed[seed] = metrics
         function_rows.extend(predicted_functions(config, predictors, device, seed))
 
-    mean = {k: _mean([m[k] for m in per_seed.values()]) for k in per_seed[seeds[0]]}
+    mean = mean_over_seeds(per_seed)
     write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
     write_csv(ctx.out / "functions.csv", function_rows)
     save_figure(loss_curves_figure([r for r in curves if r["metric"] == "loss"],
@@ -280,12 +279,6 @@ def functions_figure(rows: list[dict[str, Any]], seed: int) -> "plt.Figure":
     axes.flat[0].legend(fontsize=6)
     fig.tight_layout()
     return fig
-
-
-def _mean(values: list[Any]) -> Any:
-    if all(isinstance(v, (int, float)) for v in values):
-        return statistics.fmean(values)
-    return values[0]
 
 
 STUDY = Study(

@@ -9,7 +9,6 @@ GD steps (one η if recurrent, per-step η otherwise).
 from __future__ import annotations
 
 import copy
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from icl_gd.metrics import effective_eta, regression_loss
 from icl_gd.ood import default_sweeps, evaluate_sweeps
 from icl_gd.plotting import (alignment_curves_figure, interpolation_figure, loss_curves_figure, ood_figure,
                              save_figure, weight_products_figure)
-from icl_gd.results import write_csv, write_metrics
+from icl_gd.results import mean_over_seeds, write_csv, write_metrics
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.tokens import ConcatTokenTask
 from icl_gd.training import TrainConfig, authors_train_config, config_fingerprint, train
@@ -161,7 +160,7 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
                                    device):
             ood_rows.append({"seed": seed, **row})
 
-    mean = {k: _mean([m[k] for m in per_seed.values()]) for k in per_seed[seeds[0]]}
+    mean = mean_over_seeds(per_seed)
     write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
     write_csv(ctx.out / "ood.csv", ood_rows, ["seed", "sweep", "value", "model", "loss"])
     write_csv(ctx.out / "interpolation.csv", interp_rows, ["seed", "alpha", "loss"])
@@ -193,14 +192,6 @@ def seed_metrics(config: SingleLayerConfig, model: LSAModel, untrained: LSAModel
         out.update(alignment_metrics(f"{name}_", s, gd_scored))  # controls against tuned GD
         out.update(alignment_metrics(f"trained_vs_{name}_", trained, s))
     return out
-
-
-def _mean(values: list[Any]) -> Any:
-    if all(isinstance(v, (int, float)) for v in values):
-        return statistics.fmean(values)
-    if all(isinstance(v, list) for v in values):
-        return [statistics.fmean(col) for col in zip(*values)]
-    return values[0]
 
 
 def draw_figures(ctx: RunContext, curves, ood_rows, interp_rows, model: LSAModel, constructed: LSAModel,

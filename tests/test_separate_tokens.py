@@ -6,7 +6,6 @@ import torch
 from constructions.prop3 import prop3_model
 from icl_gd.baselines import GDPredictor
 from icl_gd.errors import ConfigError
-from icl_gd.lsa import LSAWeights
 from icl_gd.separate_tokens import (SeparateGDPredictor, SeparateLayout, SeparateModelConfig, SeparateTokenModel,
                                     SeparateTokenTask, SinusoidalPositions, copy_analysis)
 from icl_gd.tasks import LinearRegressionTask
