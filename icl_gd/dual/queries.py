@@ -73,10 +73,12 @@ class _TopK:
         self.score = torch.full((nq, 0), -torch.inf, dtype=torch.float64)
         self.row = torch.zeros((nq, 0), dtype=torch.int64)
 
-    def update(self, score: torch.Tensor, first_row: int) -> None:
+    def update(self, score: torch.Tensor, first_row: int, largest: bool = True) -> None:
+        """Merge a block; ``largest=False`` keeps the smallest scores, stored negated (no negated copy)."""
         k = min(self.k, score.shape[1])
-        top, idx = torch.topk(score, k, dim=1)
-        cand_score = torch.cat([self.score, top.to(torch.float64)], 1)
+        top, idx = torch.topk(score, k, dim=1, largest=largest)
+        top = top.to(torch.float64) if largest else -top.to(torch.float64)
+        cand_score = torch.cat([self.score, top], 1)
         cand_row = torch.cat([self.row, idx + first_row], 1)
         keep = torch.topk(cand_score, min(self.k, cand_score.shape[1]), dim=1).indices
         self.score = torch.gather(cand_score, 1, keep)
@@ -134,8 +136,6 @@ def score_queries(
     groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
     att_groups = torch.zeros(nq, groups, dtype=torch.float64)
     con_groups = torch.zeros(nq, groups, dtype=torch.float64)
-    att_total = torch.zeros(nq, dtype=torch.float64)
-    con_total = torch.zeros(nq, dtype=torch.float64)
     xlogx_total = torch.zeros(nq, dtype=torch.float64)
     per_example = n_examples is not None
     att_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
@@ -144,34 +144,35 @@ def score_queries(
     provenance: dict[str, list[np.ndarray]] = {f: [] for f in ("example", "label", "task", "step", "epoch")}
     np_dtype = str(dtype).removeprefix("torch.")
     shared_coefficients = bool(np.array_equal(layer.coef_w, layer.coef_b))
-    # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory.
+    # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory. The two
+    # (nq, b) work matrices are allocated once: fresh 100 MB tensors per block cost more in page faults than
+    # the arithmetic on them.
+    raw_buffer = torch.empty(nq * block_rows, dtype=dtype)
+    contribution_buffer = torch.empty(nq * block_rows, dtype=dtype)
     for block in layer.blocks(block_rows, dtype=np_dtype):
-        first = int(block.row[0])
+        first, b = int(block.row[0]), len(block.row)
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
         key = _readonly_tensor(block.key)
-        raw = q @ key.T  # (nq, b) x_u · q
-        readout_value = r @ torch.from_numpy(block.value).T  # (nq, b) r·v_u
+        raw = torch.mm(q, key.T, out=raw_buffer[: nq * b].view(nq, b))  # (nq, b) x_u · q
+        contribution = torch.mm(r, torch.from_numpy(block.value).T, out=contribution_buffer[: nq * b].view(nq, b))
         if block.bias_value is not None and not shared_coefficients:
-            contribution = readout_value * raw + r @ torch.from_numpy(block.bias_value).T
+            contribution.mul_(raw).addmm_(r, torch.from_numpy(block.bias_value).T)  # (r·v_u) a_u + r·v^b_u
             attention = raw.add_(offset).abs_()
         else:
             # Weight and bias share coefficients (v^b = v): c_u = (r·v_u)([x_u; 1]·[q; 1]) = (r·v_u) a_u.
             raw.add_(offset)
-            contribution = readout_value * raw
+            contribution.mul_(raw)
             attention = raw.abs_()
         top_att.update(attention, first)
         top_pro.update(contribution, first)
-        top_opp.update(-contribution, first)
-        att_total += attention.sum(1).to(torch.float64)  # block sums in the working dtype, totals in float64
-        con_total += contribution.sum(1).to(torch.float64)
-        xlogx_total += torch.special.xlogy(attention, attention).sum(1).to(torch.float64)
+        top_opp.update(contribution, first, largest=False)
         onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
                             _one_hot(block.task, n_tasks, "tasks", dtype),
                             _one_hot(block.epoch, n_epochs, "epochs", dtype),
                             _one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
                             ], 1)  # (b, groups)
-        att_groups += (attention @ onehot).to(torch.float64)
+        att_groups += (attention @ onehot).to(torch.float64)  # block sums in the working dtype, totals in float64
         con_groups += (contribution @ onehot).to(torch.float64)
         if per_example:
             if block.example.max() >= n_examples:
@@ -179,6 +180,10 @@ def score_queries(
             index = torch.from_numpy(block.example.astype(np.int64))
             att_example.index_add_(1, index, attention.to(torch.float64))
             con_example.index_add_(1, index, contribution.to(torch.float64))
+        xlogx_total += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
+    # Every unit has exactly one class, so the class totals sum to the overall totals.
+    att_total = att_groups[:, :n_classes].sum(1)
+    con_total = con_groups[:, :n_classes].sum(1)
     prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
     safe_total = torch.where(att_total > 0, att_total, torch.ones_like(att_total))
     entropy = torch.log(safe_total) - xlogx_total / safe_total  # H = log S - Σ|a| log|a| / S
