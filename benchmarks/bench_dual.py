@@ -128,11 +128,19 @@ def bench_scoring(workdir: Path, n_keys: int, n_queries: int = 1000, width: int 
     started = time.perf_counter()
     scores = score_queries(layer, queries, readouts, k=10, n_classes=10, n_tasks=2, n_epochs=4, block_rows=32768)
     seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    fast = score_queries(layer, queries, readouts, k=10, n_classes=10, n_tasks=2, n_epochs=4, block_rows=32768,
+                         matmul_dtype=torch.bfloat16)
+    bf16_seconds = time.perf_counter() - started
+    top1_agreement = float((fast.attention_top.row[:, 0] == scores.attention_top.row[:, 0]).mean())
+    total_rel_error = float(np.max(np.abs(fast.attention_total - scores.attention_total) / scores.attention_total))
     flops = 2.0 * n_keys * width * n_queries
     result = {
         "n_keys": n_keys, "width": width, "n_queries": n_queries,
         "keys_gb_float32": n_keys * width * 4 / 1e9, "write_seconds": write_seconds,
         "score_seconds": seconds, "score_gflops": flops / seconds / 1e9,
+        "score_seconds_bf16_products": bf16_seconds, "bf16_top1_agreement": top1_agreement,
+        "bf16_attention_total_max_rel_error": total_rel_error,
         "rss_after_write_gb": rss_after_write, "peak_rss_gb": peak_rss_gb(),
         "check_top1_finite": bool(np.isfinite(scores.attention_top.score[:, 0]).all()),
     }

@@ -64,6 +64,20 @@ def test_float32_scoring_close_to_float64(run):
     np.testing.assert_array_equal(s32.attention_top.row[:, 0], s64.attention_top.row[:, 0])
 
 
+def test_bfloat16_products_are_close_to_float32(run):
+    _, inputs, readouts = _queries(run)
+    layer = dual_layer(run.memory["hidden"])
+    s32 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16)
+    bf16 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16,
+                         matmul_dtype=torch.bfloat16)
+    # bfloat16 keeps 8 mantissa bits: totals agree to about 1%, and the fast path really ran (not identical).
+    np.testing.assert_allclose(bf16.attention_by_class, s32.attention_by_class, rtol=2e-2)
+    np.testing.assert_allclose(bf16.attention_total, s32.attention_total, rtol=2e-2)
+    assert not np.array_equal(bf16.attention_total, s32.attention_total)
+    with pytest.raises(ConfigError, match="matmul_dtype"):
+        score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, matmul_dtype=torch.int8)
+
+
 def test_output_layer_contributions_sum_to_predicted_logit(run):
     logits, inputs, readouts = _queries(run)
     layer = dual_layer(run.memory["output"])

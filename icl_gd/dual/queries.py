@@ -116,11 +116,19 @@ def score_queries(
     n_examples: int | None = None,
     block_rows: int = 32768,
     dtype: torch.dtype = torch.float32,
+    matmul_dtype: torch.dtype | None = None,
 ) -> QueryScores:
     """Score ``queries (nq, in)`` against every unit of ``layer``; ``readouts (nq, out)`` give the read-out
     direction per query. ``n_examples`` also returns per-example totals ``(nq, N)``. Runs on the CPU in
-    ``dtype`` (float32 by default: keys are stored in float32 or float16), totals accumulated in float64."""
+    ``dtype`` (float32 by default: keys are stored in float32 or float16), totals accumulated in float64.
+
+    ``matmul_dtype=torch.bfloat16`` computes the k·q products in bfloat16 (about 4x faster on CPUs with
+    AVX512-BF16, scores good to about 3 significant digits, so near-ties in the top-k may swap); the default
+    computes them in ``dtype``."""
+    if matmul_dtype not in (None, dtype, torch.bfloat16, torch.float16):
+        raise ConfigError(f"matmul_dtype must be None, {dtype}, bfloat16 or float16, got {matmul_dtype}")
     q = torch.as_tensor(np.asarray(queries), dtype=dtype)
+    q_low = None if matmul_dtype in (None, dtype) else q.to(matmul_dtype)
     r = torch.as_tensor(np.asarray(readouts), dtype=dtype)
     d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
     if q.ndim != 2 or q.shape[1] != d_in:
@@ -154,7 +162,11 @@ def score_queries(
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
         key = _readonly_tensor(block.key)
-        raw = torch.mm(q, key.T, out=raw_buffer[: nq * b].view(nq, b))  # (nq, b) x_u · q
+        raw = raw_buffer[: nq * b].view(nq, b)  # (nq, b) x_u · q
+        if q_low is None:
+            torch.mm(q, key.T, out=raw)
+        else:
+            raw.copy_(torch.mm(q_low, key.to(q_low.dtype).T))
         contribution = torch.mm(r, torch.from_numpy(block.value).T, out=contribution_buffer[: nq * b].view(nq, b))
         if block.bias_value is not None and not shared_coefficients:
             contribution.mul_(raw).addmm_(r, torch.from_numpy(block.bias_value).T)  # (r·v_u) a_u + r·v^b_u
