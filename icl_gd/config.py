@@ -138,3 +138,11 @@ def require_positive(name: str, value: float) -> None:
 def require_non_negative(name: str, value: float) -> None:
     if not value >= 0:
         raise ConfigError(f"{name} must be non-negative, got {value!r}")
+
+
+def require_positive_ints(config: object, *names: str) -> None:
+    """Raise ``ConfigError`` naming the first of ``names`` whose value on ``config`` is not a positive int."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
+from .config import require_positive_ints
 from .gd import gd_predict
 from .lsa import LSAConfig, LSAModel
 
@@ -36,10 +37,7 @@ class FeatureMapConfig:
     activation: Literal["relu", "gelu", "tanh"] = "gelu"
 
     def __post_init__(self) -> None:
-        for name in ("d_x", "d_features"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "d_x", "d_features")
         if not isinstance(self.hidden, int) or self.hidden < 0:
             raise ConfigError(f"hidden must be a non-negative integer, got {self.hidden!r}")
         if self.activation not in _ACTIVATIONS:

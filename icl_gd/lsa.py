@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import require_positive
+from .config import require_positive, require_positive_ints
 from .errors import ConfigError
 
 
@@ -67,10 +67,7 @@ class LSAConfig:
     init_scale: float = 0.002
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "d_y", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "d_model", "d_y", "n_layers", "n_heads")
         if self.key_size is not None and self.key_size <= 0:
             raise ConfigError(f"key_size must be a positive integer, got {self.key_size!r}")
         require_positive("damping", self.damping)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .config import require_positive
+from .config import require_positive, require_positive_ints
 from .errors import ConfigError
 from .gd import gd_predict
 from .lsa import LSAConfig, LSALayer
@@ -78,10 +78,7 @@ class SeparateLayout:
     positions: SinusoidalPositions = SinusoidalPositions()
 
     def __post_init__(self) -> None:
-        for name in ("d_x", "d_y", "n_context"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "d_x", "d_y", "n_context")
 
     @property
     def n_tokens(self) -> int:

@@ -13,7 +13,7 @@ from typing import Literal, Union
 import numpy as np
 import torch
 
-from .config import require_non_negative, require_positive
+from .config import require_non_negative, require_positive, require_positive_ints
 from .errors import ConfigError
 
 
@@ -154,10 +154,7 @@ class LinearRegressionTask:
     n_distractors: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("d", "n_context", "d_y"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "d", "n_context", "d_y")
         require_positive("weight_scale", self.weight_scale)
         require_non_negative("label_noise", self.label_noise)
         if not 0 <= self.n_distractors <= self.n_context:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
-from .config import require_non_negative, require_positive
+from .config import require_non_negative, require_positive, require_positive_ints
 from .errors import ConfigError, DivergenceError
 from .results import atomic_write_bytes, to_jsonable
 
@@ -47,10 +47,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every", "checkpoint_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(self, "steps", "batch_size", "eval_every", "checkpoint_every")
         require_positive("lr", self.lr)
         require_non_negative("weight_decay", self.weight_decay)
         for name in ("beta1", "beta2"):

@@ -19,7 +19,7 @@ import torch
 
 from constructions.gdpp import gdpp_model
 from icl_gd.baselines import GDPredictor, ZeroPredictor
-from icl_gd.config import require_positive
+from icl_gd.config import require_positive, require_positive_ints
 from icl_gd.ensemble import train_ensemble
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, Scored, alignment_metrics, score, scored_rows
@@ -66,11 +66,9 @@ class MultiLayerConfig:
     dampings: tuple[float, ...] = (1.0, 0.75, 0.5)
 
     def __post_init__(self) -> None:
-        for name in ("d", "n_context", "layers", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test",
-                     "n_tune", "n_ood", "max_applications"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(
+            "d", "n_context", "layers", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune",
+            "n_ood", "max_applications")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps <= 0):
             raise ConfigError(f"steps must be a positive integer, got {self.steps!r}")
         for name in ("input_range", "weight_scale"):

@@ -21,7 +21,7 @@ from torch import nn
 
 from constructions.prop2 import feature_gd_model, feature_kernel, optimal_kernel_eta
 from icl_gd.baselines import ZeroPredictor
-from icl_gd.config import require_positive
+from icl_gd.config import require_positive, require_positive_ints
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, Scored, alignment_metrics, score, scored_rows
 from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
@@ -62,11 +62,9 @@ class SineConfig:
     grid_points: int = 200
 
     def __post_init__(self) -> None:
-        for name in ("n_context", "d_features", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds",
-                     "n_test", "n_tune", "n_function_tasks", "grid_points"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(
+            "n_context", "d_features", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test",
+            "n_tune", "n_function_tasks", "grid_points")
         for name in ("input_range", "lr", "lsa_init_scale"):
             require_positive(name, getattr(self, name))
         if self.seed < 0 or self.test_seed < 0:

@@ -16,7 +16,7 @@ import torch
 
 from constructions.gd import gd_model, gd_step_weights
 from icl_gd.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
-from icl_gd.config import require_positive
+from icl_gd.config import require_positive, require_positive_ints
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import Scored, EvalSet, alignment_metrics, score, scored_rows
 from icl_gd.gd import tune_gd_etas
@@ -61,11 +61,9 @@ class SingleLayerConfig:
     interpolation_points: int = 11
 
     def __post_init__(self) -> None:
-        for name in ("d", "n_context", "layers", "heads", "steps", "batch_size", "eval_every", "checkpoint_every",
-                     "seeds", "n_test", "n_tune", "n_ood"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(
+            "d", "n_context", "layers", "heads", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds",
+            "n_test", "n_tune", "n_ood")
         for name in ("input_range", "weight_scale", "lr"):
             require_positive(name, getattr(self, name))
         if self.seed < 0 or self.test_seed < 0:

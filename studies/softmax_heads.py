@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from icl_gd.baselines import GDPredictor, ZeroPredictor
-from icl_gd.config import require_positive
+from icl_gd.config import require_positive, require_positive_ints
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, alignment_metrics, score, scored_rows
 from icl_gd.gd import tune_gd_etas
@@ -51,11 +51,8 @@ class SoftmaxHeadsConfig:
     n_tune: int = 4096
 
     def __post_init__(self) -> None:
-        for name in ("d", "n_context", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test",
-                     "n_tune"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_ints(
+            "d", "n_context", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune")
         if not self.heads or any(h <= 0 for h in self.heads):
             raise ConfigError(f"heads must be a non-empty list of positive integers, got {self.heads!r}")
         for name in ("input_range", "lr", "init_scale"):
