@@ -67,7 +67,7 @@ class MultiLayerConfig:
 
     def __post_init__(self) -> None:
         require_positive_ints(
-            "d", "n_context", "layers", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune",
+            self, "d", "n_context", "layers", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune",
             "n_ood", "max_applications")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps <= 0):
             raise ConfigError(f"steps must be a positive integer, got {self.steps!r}")

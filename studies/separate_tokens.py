@@ -58,7 +58,7 @@ class SeparateTokensConfig:
 
     def __post_init__(self) -> None:
         require_positive_ints(
-            "d", "n_context", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune",
+            self, "d", "n_context", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test", "n_tune",
             "n_copy")
         if not self.heads or any(h <= 0 for h in self.heads):
             raise ConfigError(f"heads must be a non-empty list of positive integers, got {self.heads!r}")

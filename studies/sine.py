@@ -63,7 +63,7 @@ class SineConfig:
 
     def __post_init__(self) -> None:
         require_positive_ints(
-            "n_context", "d_features", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test",
+            self, "n_context", "d_features", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds", "n_test",
             "n_tune", "n_function_tasks", "grid_points")
         for name in ("input_range", "lr", "lsa_init_scale"):
             require_positive(name, getattr(self, name))

@@ -62,7 +62,7 @@ class SingleLayerConfig:
 
     def __post_init__(self) -> None:
         require_positive_ints(
-            "d", "n_context", "layers", "heads", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds",
+            self, "d", "n_context", "layers", "heads", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds",
             "n_test", "n_tune", "n_ood")
         for name in ("input_range", "weight_scale", "lr"):
             require_positive(name, getattr(self, name))
