@@ -78,7 +78,8 @@ def run(
         config = set_values(config, **flags)
         config = apply_overrides(config, set_)
         set_threads(threads if threads is not None else spec.default_threads)
-        ctx = RunContext(out=prepare_run_dir(out, force), device=resolve_device(device), progress=progress)
+        torch_device = resolve_device(device)  # before touching --out: a bad device leaves nothing behind
+        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
         write_resolved_config(ctx, study, config)
         mean = spec.run(config, ctx)
     except ICLGDError as exc:
