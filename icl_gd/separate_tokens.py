@@ -25,7 +25,8 @@ from .config import require_positive, require_positive_ints
 from .errors import ConfigError
 from .gd import gd_predict
 from .lsa import LSAConfig, LSALayer
-from .tasks import LinearRegressionTask, RegressionBatch, Stream
+from .tasks import LinearRegressionTask, RegressionBatch
+from .tokens import LayoutTokenTask
 
 
 # ---------------------------------------------------------------------------------------------------- positions
@@ -132,7 +133,7 @@ class SeparateLayout:
 
 
 @dataclass(frozen=True)
-class SeparateTokenTask:
+class SeparateTokenTask(LayoutTokenTask):
     """A regression task seen through the separate layout: the ``TokenTask`` that training consumes."""
 
     task: LinearRegressionTask
@@ -142,16 +143,6 @@ class SeparateTokenTask:
     def layout(self) -> SeparateLayout:
         return SeparateLayout(self.task.d, self.task.d_y, self.task.n_context, self.positions)
 
-    def batch_tokens(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
-                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                     ) -> tuple[RegressionBatch, torch.Tensor]:
-        batch = self.task.sample(batch_size, seed, step, stream, device, dtype)
-        return batch, self.layout.tokens(batch)
-
-    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
-                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        batch, tokens = self.batch_tokens(batch_size, seed, step, Stream.TRAIN, device, dtype)
-        return tokens, batch.y_query
 
 
 # ---------------------------------------------------------------------------------------------------- models

@@ -14,7 +14,7 @@ import torch
 from .config import require_positive
 from .errors import ConfigError
 from .tasks import Stream, make_generator
-from .tokens import ConcatLayout
+from .tokens import ConcatLayout, LayoutTokenTask
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class SineTask:
 
 
 @dataclass(frozen=True)
-class SineTokenTask:
+class SineTokenTask(LayoutTokenTask):
     """Sine tasks in the concatenated layout: tokens (x_i, y_i), query (x_q, 0); the ``TokenTask`` for training."""
 
     task: SineTask
@@ -112,13 +112,3 @@ class SineTokenTask:
     def layout(self) -> ConcatLayout:
         return ConcatLayout(1, 1)
 
-    def batch_tokens(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
-                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                     ) -> tuple[SineBatch, torch.Tensor]:
-        batch = self.task.sample(batch_size, seed, step, stream, device, dtype)
-        return batch, self.layout.tokens(batch)
-
-    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
-                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        batch, tokens = self.batch_tokens(batch_size, seed, step, Stream.TRAIN, device, dtype)
-        return tokens, batch.y_query

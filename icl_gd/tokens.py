@@ -7,6 +7,7 @@ d_y coordinates of the last token (``query_prediction``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -40,8 +41,24 @@ def query_prediction(tokens: torch.Tensor, d_y: int) -> torch.Tensor:
     return -tokens[:, -1, -d_y:]
 
 
+class LayoutTokenTask:
+    """``batch_tokens`` and ``train_batch`` for any dataclass holding a ``task`` (with ``sample``) and a
+    ``layout`` (with ``tokens``): sample the addressed batch, lay it out as tokens. Every ``TokenTask`` is one."""
+
+    def batch_tokens(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
+                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                     ) -> tuple[Any, torch.Tensor]:
+        batch = self.task.sample(batch_size, seed, step, stream, device, dtype)  # type: ignore[attr-defined]
+        return batch, self.layout.tokens(batch)  # type: ignore[attr-defined]
+
+    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
+                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, tokens = self.batch_tokens(batch_size, seed, step, Stream.TRAIN, device, dtype)
+        return tokens, batch.y_query
+
+
 @dataclass(frozen=True)
-class ConcatTokenTask:
+class ConcatTokenTask(LayoutTokenTask):
     """A regression task seen through the concatenated layout: the ``TokenTask`` that training consumes."""
 
     task: LinearRegressionTask
@@ -50,13 +67,3 @@ class ConcatTokenTask:
     def layout(self) -> ConcatLayout:
         return ConcatLayout(self.task.d, self.task.d_y)
 
-    def batch_tokens(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
-                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                     ) -> tuple[RegressionBatch, torch.Tensor]:
-        batch = self.task.sample(batch_size, seed, step, stream, device, dtype)
-        return batch, self.layout.tokens(batch)
-
-    def train_batch(self, batch_size: int, seed: int, step: int, device: torch.device,
-                    dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        batch, tokens = self.batch_tokens(batch_size, seed, step, Stream.TRAIN, device, dtype)
-        return tokens, batch.y_query
