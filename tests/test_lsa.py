@@ -1,5 +1,7 @@
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from icl_gd.errors import ConfigError
 from icl_gd.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights
@@ -58,6 +60,37 @@ def test_model_prediction_equals_last_state_and_applies_layers(recurrent):
     assert len(states) == 4 and len(model.layers) == (1 if recurrent else 3)
     torch.testing.assert_close(pred, -states[-1][:, -1, -1:])
     torch.testing.assert_close(model(tokens), pred)
+
+
+def _stacked_explicit(model: LSAModel, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """Token states of ``model`` computed with the explicit (query/key/value) update, layer by layer."""
+    states, clip = [tokens], model.config.clip_activations
+    for layer in model.layer_sequence():
+        tokens = tokens + layer.config.damping * layer.explicit_update(tokens)
+        states.append(tokens if clip is None else tokens.clamp(-clip, clip))
+        tokens = states[-1]
+    return states
+
+
+@settings(max_examples=25, deadline=None)
+@given(D=st.integers(1, 14), T=st.integers(2, 9), B=st.integers(1, 5), layers=st.integers(1, 4),
+       heads=st.integers(1, 3), recurrent=st.booleans(), damping=st.sampled_from([1.0, 0.6]),
+       clip=st.sampled_from([None, 0.8]), seed=st.integers(0, 10_000))
+def test_model_split_padded_path_equals_explicit_stack(D, T, B, layers, heads, recurrent, damping, clip, seed):
+    """The model's fast path (context and query apart, width padded to a multiple of 4) against the explicit
+    update applied layer by layer: float64 to 1e-12 relative, float32 to 1e-5, any width (padded or not)."""
+    config = LSAConfig(d_model=D, n_layers=layers, recurrent=recurrent, n_heads=heads, damping=damping,
+                       clip_activations=clip, init_scale=1.0)
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-5)):
+        model = LSAModel(config, seed=seed).to(dtype)
+        tokens = _tokens(B=B, T=T, D=D, seed=seed, dtype=dtype)
+        expected = _stacked_explicit(model, tokens)
+        pred, states = model(tokens, return_tokens=True)
+        scale = max(1.0, max(s.abs().max().item() for s in expected))
+        for got, want in zip(states, expected):
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol * scale)
+        torch.testing.assert_close(model(tokens), -expected[-1][:, -1, -1:], rtol=tol, atol=tol * scale)
+        torch.testing.assert_close(pred, model(tokens), rtol=tol, atol=tol * scale)
 
 
 def test_recurrent_model_runs_past_its_depth_and_separate_model_refuses():
