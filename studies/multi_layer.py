@@ -182,6 +182,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     per_seed: dict[int, dict[str, Any]] = {}
     ood_rows: list[dict[str, Any]] = []
     depth_rows: list[dict[str, Any]] = []
+    depth_refs = depth_reference_rows(config, refs, test) if config.recurrent else []
     for seed, model, init in zip(seeds, models, untrained):
         trained = score(model, test)
         effective = [gdpp_params_from_weights(w, d, 1, N) for w in model.weights()]
@@ -214,7 +215,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         for row in evaluate_sweeps(config.task, predictors, default_sweeps(N), config.n_ood, config.test_seed, device):
             ood_rows.append({"seed": seed, **row})
         if config.recurrent:
-            depth_rows += past_training_depth(config, model, refs, test, seed)
+            depth_rows += [{"seed": seed, **row} for row in trained_depth_rows(config, model, test) + depth_refs]
 
     mean = mean_over_seeds(per_seed)
     mean["seeds"] = seeds
@@ -229,31 +230,42 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     return mean
 
 
-def past_training_depth(config: MultiLayerConfig, model: LSAModel, refs: References, test: EvalSet,
-                        seed: int) -> list[dict[str, Any]]:
-    """The trained recurrent layer applied n = 1..max_applications times with damping λ (update scaled by λ),
-    beside GD and GD++ with the same damping (λη, λγ) run n steps. Rows {seed, damping, applications, model,
-    loss}; a run that overflows gives an infinite loss, reported as such."""
-    d = config.d
+def depth_reference_rows(config: MultiLayerConfig, refs: References, test: EvalSet) -> list[dict[str, Any]]:
+    """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
+    model, loss}. They do not depend on the training seed, so they are computed once."""
+    d, n_max = config.d, config.max_applications
     x, y, xq = test.tokens[:, :-1, :d], test.tokens[:, :-1, d:], test.tokens[:, -1, :d]
-    n_max = config.max_applications
+    eta_gd, eta, gamma = refs.gd.etas[0], refs.gdpp.etas[0], refs.gdpp.gammas[0]
+    rows = []
+    for damping in config.dampings:
+        curves = {
+            "gd": gdpp_predictions_per_step(x, y, xq, [damping * eta_gd] * n_max, [0.0] * n_max)[1:],
+            "gdpp": gdpp_predictions_per_step(x, y, xq, [damping * eta] * n_max, [damping * gamma] * n_max)[1:],
+        }
+        rows += _depth_rows(curves, test, damping)
+    return rows
+
+
+def trained_depth_rows(config: MultiLayerConfig, model: LSAModel, test: EvalSet) -> list[dict[str, Any]]:
+    """The trained recurrent layer applied n = 1..max_applications times with damping λ (its update scaled by
+    λ): rows {damping, applications, model, loss}."""
     rows = []
     for damping in config.dampings:
         damped = LSAModel(dataclasses.replace(config.model, damping=damping, clip_activations=None))
         damped = damped.to(test.tokens.device).load_weights(model.weights())
         with torch.no_grad():
-            _, states = damped(test.tokens, return_tokens=True, n_applications=n_max)
-        eta, gamma = refs.gdpp.etas[0], refs.gdpp.gammas[0]
-        curves = {
-            "trained": [-s[:, -1, -1:] for s in states[1:]],
-            "gd": list(gdpp_predictions_per_step(x, y, xq, [damping * refs.gd.etas[0]] * n_max, [0.0] * n_max)[1:]),
-            "gdpp": list(gdpp_predictions_per_step(x, y, xq, [damping * eta] * n_max, [damping * gamma] * n_max)[1:]),
-        }
-        for name, preds in curves.items():
-            for n, pred in enumerate(preds, start=1):
-                loss = regression_loss(pred, test.targets)
-                rows.append({"seed": seed, "damping": damping, "applications": n, "model": name,
-                             "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
+            _, states = damped(test.tokens, return_tokens=True, n_applications=config.max_applications)
+        rows += _depth_rows({"trained": [-s[:, -1, -1:] for s in states[1:]]}, test, damping)
+    return rows
+
+
+def _depth_rows(curves: dict[str, Any], test: EvalSet, damping: float) -> list[dict[str, Any]]:
+    rows = []
+    for name, preds in curves.items():
+        for n, pred in enumerate(preds, start=1):
+            loss = regression_loss(pred, test.targets)
+            rows.append({"damping": damping, "applications": n, "model": name,
+                         "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
     return rows
 
 
