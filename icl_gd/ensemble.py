@@ -23,7 +23,7 @@ from torch.func import functional_call, stack_module_state
 
 from .errors import ConfigError, DivergenceError
 from .results import atomic_write_bytes
-from .training import TokenTask, TrainConfig, TrainState, prefetched, progress_bar
+from .training import TokenTask, TrainConfig, TrainState, compiled_if, prefetched, progress_bar
 
 
 class SeedEnsemble:
@@ -168,6 +168,12 @@ def train_ensemble(
     if step == 0:
         run_eval(0)
     ensemble.template.train()
+
+    def per_seed_loss(tokens: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """(S,) losses, each lone run's: 0.5 · mean over its tasks of ‖ŷ - y‖²."""
+        return 0.5 * ((ensemble(tokens) - target) ** 2).sum(-1).mean(-1)
+
+    seed_losses = compiled_if(config.compile, per_seed_loss)
     with progress_bar(config.steps, description, progress) as update:
         update(step, float("nan"))
         def fetch(at: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,8 +181,7 @@ def train_ensemble(
 
         with closing(prefetched(fetch, range(step, config.steps))) as batches:
             for tokens, target in batches:
-                prediction = ensemble(tokens)
-                per_seed = 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)  # (S,): each lone run's loss
+                per_seed = seed_losses(tokens, target)
                 for p in params:
                     p.grad = None
                 per_seed.sum().backward()

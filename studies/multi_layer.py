@@ -40,7 +40,8 @@ from .base import RunContext, Study
 @dataclass(frozen=True)
 class MultiLayerConfig:
     """Every setting of the study (``--set KEY=VALUE``). ``steps``, ``lr`` and ``grad_clip`` left at None take
-    the authors' values for the depth (PROTOCOL §1); ``input_range`` is the width r of U(-r/2, r/2)."""
+    the authors' values for the depth (PROTOCOL §1); ``input_range`` is the width r of U(-r/2, r/2);
+    ``compile`` runs the training step through ``torch.compile`` (see ``TrainConfig``)."""
 
     d: int = 10
     n_context: int = 10
@@ -64,6 +65,7 @@ class MultiLayerConfig:
     n_ood: int = 2_000
     max_applications: int = 50
     dampings: tuple[float, ...] = (1.0, 0.75, 0.5)
+    compile: bool = False
 
     def __post_init__(self) -> None:
         require_positive_ints(
@@ -96,7 +98,7 @@ class MultiLayerConfig:
     @property
     def training(self) -> TrainConfig:
         overrides: dict[str, Any] = {"batch_size": self.batch_size, "eval_every": self.eval_every,
-                                     "checkpoint_every": self.checkpoint_every}
+                                     "checkpoint_every": self.checkpoint_every, "compile": self.compile}
         for name in ("steps", "lr", "grad_clip"):
             if getattr(self, name) is not None:
                 overrides[name] = getattr(self, name)

@@ -94,3 +94,27 @@ def test_authors_settings_by_depth():
 def test_bad_train_config(kwargs):
     with pytest.raises(ConfigError):
         TrainConfig(**kwargs)
+
+
+def test_compiled_step_follows_the_eager_trajectory():
+    """compile=true (torch.compile of forward and backward) trains the same model as eager, to float32
+    round-off, for a lone run and for seeds in one batch; the first call builds the kernels."""
+    from icl_gd.ensemble import train_ensemble
+
+    model_config = LSAConfig(d_model=5, n_layers=2, recurrent=True, init_scale=0.5)
+    config = dataclasses.replace(CONFIG, steps=6, eval_every=6, grad_clip=1.0)
+    eager, compiled = LSAModel(model_config, seed=3), LSAModel(model_config, seed=3)
+    train(eager, TASK, config, seed=3)
+    train(compiled, TASK, dataclasses.replace(config, compile=True), seed=3)
+    assert not torch.equal(_params(eager), _params(LSAModel(model_config, seed=3)))  # it did train
+    torch.testing.assert_close(_params(compiled), _params(eager), rtol=1e-4, atol=1e-6)
+
+    seeds = [3, 4]
+    batched = [LSAModel(model_config, seed=s) for s in seeds]
+    train_ensemble(batched, TASK, dataclasses.replace(config, compile=True), seeds)
+    torch.testing.assert_close(_params(batched[0]), _params(eager), rtol=1e-4, atol=1e-6)
+
+
+def test_compile_flag_must_be_a_bool():
+    with pytest.raises(ConfigError, match="compile"):
+        TrainConfig(compile="yes")
