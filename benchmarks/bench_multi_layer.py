@@ -1,6 +1,7 @@
 """Benchmark: seeds in one batch against a loop over seeds, and the multi-layer study end to end.
 
     python benchmarks/bench_multi_layer.py [--seeds 5] [--steps 200] [--threads N] [--study] [--study-50k]
+                                           [--compile]
 
 1. Throughput (training steps per second, data sampling, clipping and AdamW included, no evaluation) of S seeds
    trained as one batched model (``icl_gd.ensemble``) against S lone ``training.train`` runs one after the
@@ -10,8 +11,10 @@
 3. ``--study-50k``: wall time of the non-recurrent K = 2 study at the authors' 50 000 steps, one seed.
    Target: <= 10 min.
 
-Prints one JSON object. On a shared machine, pass ``--threads 1``: oversubscribed intra-op threads can slow
-small-matrix training by an order of magnitude.
+``--compile`` runs every training step through ``torch.compile`` (``compile=true``); its one-off build is
+outside the timed throughput loops but inside the study wall times. Prints one JSON object. On a shared
+machine, pass ``--threads 1``: oversubscribed intra-op threads can slow small-matrix training by an order of
+magnitude.
 """
 
 from __future__ import annotations
@@ -37,12 +40,13 @@ from icl_gd.tokens import ConcatTokenTask  # noqa: E402
 from icl_gd.training import authors_train_config, train  # noqa: E402
 
 
-def throughput(n_seeds: int, n_steps: int, layers: int = 2, recurrent: bool = True) -> dict[str, float]:
+def throughput(n_seeds: int, n_steps: int, compile: bool, layers: int = 2,
+               recurrent: bool = True) -> dict[str, float]:
     task = ConcatTokenTask(LinearRegressionTask())
     config = LSAConfig(d_model=11, n_layers=layers, recurrent=recurrent)
-    train_config = authors_train_config(layers, recurrent, steps=n_steps, eval_every=n_steps)
+    train_config = authors_train_config(layers, recurrent, steps=n_steps, eval_every=n_steps, compile=compile)
     seeds = list(range(n_seeds))
-    warm = authors_train_config(layers, recurrent, steps=3)
+    warm = authors_train_config(layers, recurrent, steps=3, compile=compile)
     train(LSAModel(config), task, warm, 0)  # lazy imports (the optimiser's) and allocator warm-up, untimed
     train_ensemble([LSAModel(config, seed=s) for s in seeds], task, warm, seeds)
 
@@ -86,15 +90,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--study", action="store_true", help="also time the default recurrent K=2 study")
     parser.add_argument("--study-50k", action="store_true", help="also time non-recurrent K=2 at 50 000 steps")
+    parser.add_argument("--compile", action="store_true", help="train through torch.compile (compile=true)")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     result: dict[str, object] = {"threads": torch.get_num_threads(),
-                                 "throughput": throughput(args.seeds, args.steps)}
+                                 "compile": args.compile,
+                                 "throughput": throughput(args.seeds, args.steps, args.compile)}
+    extra = ["--set", "compile=true"] if args.compile else []
     if args.study:
-        result["study_recurrent_k2"] = study_wall_time(["--set", "recurrent=true"], args.threads)
+        result["study_recurrent_k2"] = study_wall_time(["--set", "recurrent=true", *extra], args.threads)
     if args.study_50k:
-        result["study_k2_50k"] = study_wall_time(["--seeds", "1"], args.threads)
+        result["study_k2_50k"] = study_wall_time(["--seeds", "1", *extra], args.threads)
     print(json.dumps(result, indent=2))
 
 
