@@ -188,6 +188,8 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     for seed, model, init in zip(seeds, models, untrained):
         trained = score(model, test)
         effective = [gdpp_params_from_weights(w, d, 1, N) for w in model.weights()]
+        read_off = GDPPParams(tuple(e for e, _ in effective) * (K if config.recurrent else 1),
+                              tuple(g for _, g in effective) * (K if config.recurrent else 1))
         m: dict[str, Any] = {
             "loss_trained": trained.loss,
             "loss_gd": refs.gd_scored.loss,
@@ -204,6 +206,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
             "gdpp_gamma": _scalar_if_shared(refs.gdpp.gammas, config.shared_steps),
             "trained_eta": _scalar_if_shared([e for e, _ in effective], config.recurrent),
             "trained_gamma": _scalar_if_shared([g for _, g in effective], config.recurrent),
+            # GD++ run with the (η, γ) read off the trained layers: splits the gap to tuned GD++ into "which
+            # (η, γ) training settled on" and "how far the rest of the weights are from a GD++ layer".
+            "loss_gdpp_at_trained_params": score(GDPPPredictor(layout, read_off), test).loss,
         }
         m.update(_suffixed(trained, refs.gd_scored, "_gd"))
         m.update(_suffixed(trained, refs.gdpp_scored, "_gdpp"))

@@ -35,6 +35,8 @@ def test_recurrent_run_writes_everything(tmp_path):
     assert m["loss_gdpp_per_step"][-1] == pytest.approx(m["loss_gdpp"], rel=1e-5)
     assert m["loss_gdpp_constructed"] == pytest.approx(m["loss_gdpp"], rel=1e-4)  # the LSA weights do GD++
     assert m["loss_gdpp"] < m["loss_gd"]
+    # GD++ run with the (η, γ) read off the trained layer (K applications of one pair)
+    assert 0 < m["loss_gdpp_at_trained_params"] < float("inf")
     assert m["cos_sensitivity_gd_peak_step"] in (0.0, 6.0, 12.0)
     assert set(metrics["seeds"]) == {"0", "1"}
     for name in ("curves.csv", "ood.csv", "depth.csv", "weights.json"):
