@@ -22,7 +22,8 @@ class Predictor(Protocol):
 
 
 class GDPredictor(nn.Module):
-    """K explicit GD steps (step sizes ``etas``) from W0 on each task's context, then W_K x_q."""
+    """K explicit GD steps (step sizes ``etas``) from W0 on each task's context, then W_K x_q; computed in float64
+    whatever the tokens' dtype (ŷ comes back in it), like every reference algorithm (see ``GDPPPredictor``)."""
 
     def __init__(self, layout: ConcatLayout, etas: Sequence[float], W0: torch.Tensor | None = None) -> None:
         super().__init__()
@@ -33,8 +34,9 @@ class GDPredictor(nn.Module):
         self.W0 = W0
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x, y, xq = self.layout.split(tokens)
-        return gd_predict(x, y, xq, self.etas, self.W0)
+        x, y, xq = (t.double() for t in self.layout.split(tokens))
+        W0 = None if self.W0 is None else self.W0.double()
+        return gd_predict(x, y, xq, self.etas, W0).to(tokens.dtype)
 
 
 class LeastSquaresPredictor(nn.Module):

@@ -94,7 +94,12 @@ def gdpp_predict(
 
 
 class GDPPPredictor(nn.Module):
-    """K GD++ steps on each task's context, read from concatenated tokens (B, N+1, D) -> ŷ (B, d_y)."""
+    """K GD++ steps on each task's context, read from concatenated tokens (B, N+1, D) -> ŷ (B, d_y).
+
+    Computed in float64 whatever the tokens' dtype (ŷ is returned in it): the reference is the yardstick, so its
+    numbers carry no float32 round-off, whose size grows with the step sizes (tuned per-step η reach the hundreds
+    at K = 4).
+    """
 
     def __init__(self, layout: ConcatLayout, params: GDPPParams, W0: torch.Tensor | None = None) -> None:
         super().__init__()
@@ -103,13 +108,13 @@ class GDPPPredictor(nn.Module):
         self.W0 = W0
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x, y, xq = self.layout.split(tokens)
-        return gdpp_predict(x, y, xq, self.params.etas, self.params.gammas, self.W0)
+        return self.predictions_per_step(tokens)[-1]
 
     def predictions_per_step(self, tokens: torch.Tensor) -> torch.Tensor:
         """(K+1, B, d_y) predictions after each step."""
-        x, y, xq = self.layout.split(tokens)
-        return gdpp_predictions_per_step(x, y, xq, self.params.etas, self.params.gammas, self.W0)
+        x, y, xq = (t.double() for t in self.layout.split(tokens))
+        W0 = None if self.W0 is None else self.W0.double()
+        return gdpp_predictions_per_step(x, y, xq, self.params.etas, self.params.gammas, W0).to(tokens.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------- tuning

@@ -31,7 +31,7 @@ from icl_gd.ood import default_sweeps, evaluate_sweeps
 from icl_gd.plotting import alignment_curves_figure, loss_curves_figure, ood_figure, save_figure
 from icl_gd.results import mean_over_seeds, write_csv, write_json, write_metrics
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
-from icl_gd.tokens import ConcatTokenTask
+from icl_gd.tokens import ConcatLayout, ConcatTokenTask
 from icl_gd.training import TrainConfig, authors_train_config, config_fingerprint, train
 
 from .base import RunContext, Study
@@ -131,11 +131,10 @@ def tune_references(config: MultiLayerConfig, test: EvalSet, device: torch.devic
                       score(GDPPPredictor(layout, gdpp), test))
 
 
-def per_step_losses(params: GDPPParams, test: EvalSet, d: int) -> list[float]:
-    """Test loss after each of the K steps (step 1 first)."""
-    x, y, xq = test.tokens[:, :-1, :d], test.tokens[:, :-1, d:], test.tokens[:, -1, :d]
-    preds = gdpp_predictions_per_step(x, y, xq, params.etas, params.gammas)
-    return [regression_loss(p, test.targets) for p in preds[1:]]
+def per_step_losses(params: GDPPParams, test: EvalSet, layout: ConcatLayout) -> list[float]:
+    """Test loss after each of the K steps (step 1 first), computed in float64 like every reference."""
+    preds = GDPPPredictor(layout, params).predictions_per_step(test.tokens.double())
+    return [regression_loss(p, test.targets.double()) for p in preds[1:]]
 
 
 def per_layer_losses(model: LSAModel, test: EvalSet) -> list[float]:
@@ -180,7 +179,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
                         progress=ctx.progress, description=f"K={K} seed {seed}") for m, seed in zip(models, seeds)]
     curves = [row for state in states for row in state.history]
 
-    gd_per_step, gdpp_per_step = per_step_losses(refs.gd, test, d), per_step_losses(refs.gdpp, test, d)
+    gd_per_step, gdpp_per_step = per_step_losses(refs.gd, test, layout), per_step_losses(refs.gdpp, test, layout)
     per_seed: dict[int, dict[str, Any]] = {}
     ood_rows: list[dict[str, Any]] = []
     depth_rows: list[dict[str, Any]] = []
@@ -241,7 +240,7 @@ def depth_reference_rows(config: MultiLayerConfig, refs: References, test: EvalS
     """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
     model, loss}. They do not depend on the training seed, so they are computed once."""
     d, n_max = config.d, config.max_applications
-    x, y, xq = test.tokens[:, :-1, :d], test.tokens[:, :-1, d:], test.tokens[:, -1, :d]
+    x, y, xq = test.tokens[:, :-1, :d].double(), test.tokens[:, :-1, d:].double(), test.tokens[:, -1, :d].double()
     eta_gd, eta, gamma = refs.gd.etas[0], refs.gdpp.etas[0], refs.gdpp.gammas[0]
     rows = []
     for damping in config.dampings:

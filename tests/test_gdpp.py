@@ -144,3 +144,22 @@ def test_gdpp_gamma_zero_matches_gd_on_multi_output_float32():
     a = gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, [0.5, 0.9], [0.0, 0.0])
     b = gd_predictions_per_step(data.x_context, data.y_context, data.x_query, [0.5, 0.9])
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_reference_predictors_compute_in_float64_for_float32_tokens():
+    """GD and GD++ references evaluated on float32 tokens equal their float64 computation on the same tokens
+    (cast back), here at large tuned per-step parameters (K = 4) where round-off grows with η."""
+    from icl_gd.baselines import GDPredictor
+
+    task = LinearRegressionTask()
+    batch = task.sample(2000, 7, 0, Stream.TEST, "cpu", torch.float32)
+    layout = ConcatLayout(task.d)
+    tokens = layout.tokens(batch)
+    params = GDPPParams((2.6, 663.7, 172.1, 265.8), (0.352, 1.498, 3.899, 0.0))  # K = 4, tuned per step
+    x, y, xq = (t.double() for t in layout.split(tokens))
+    got = GDPPPredictor(layout, params)(tokens)
+    assert got.dtype == torch.float32 and torch.isfinite(got).all()
+    torch.testing.assert_close(got, gdpp_predict(x, y, xq, params.etas, params.gammas).float(), rtol=1e-6, atol=0)
+    gd = GDPredictor(layout, [6.0, 3.0])(tokens)
+    assert gd.dtype == torch.float32
+    torch.testing.assert_close(gd, gdpp_predict(x, y, xq, [6.0, 3.0], [0.0, 0.0]).float(), rtol=1e-6, atol=0)
