@@ -169,10 +169,10 @@ class LSALayer(nn.Module):
         Returns (ΔX (B, N, W) or None when ``update_context`` is False, Δq (B, W)), before damping.
 
         Linear attention is associative: summarising the context once as C = Σ_i e_i e_iᵀ (B, W, W) makes the
-        layer cost O(T W²) instead of O(T² W). Context rows are e_iᵀ KQ_hᵀ C PV_hᵀ (C is symmetric): a GEMM over
-        all context tokens and heads, a batched product with C, a GEMM back; the query's row is an elementwise
-        product with C (a batched mat-vec is slower on CPU). The query alone (a last layer) needs no C: scores
-        e_iᵀ KQ_h e_q, then their weighted sum of the e_i. Measured on a 2-core CPU for the K = 2 model: holding
+        layer cost O(T W²) instead of O(T² W). Rows are e_jᵀ KQ_hᵀ C PV_hᵀ (C is symmetric): a GEMM over all
+        context tokens and heads, a batched product with C (the query's row joins it), a GEMM back. The query
+        alone (a last layer) needs no C: scores e_iᵀ KQ_h e_q, then their weighted sum of the e_i, elementwise
+        (batched mat-vecs are slower on CPU). Measured on a 2-core CPU for the K = 2 model: holding
         context and query apart (no slicing, no zero-filled slice gradients) and padding W to a multiple of 4
         (small GEMMs at width 11 run 3x slower than at 12 in MKL) took a training step from 7.4 to 5.4 ms.
         The padded coordinates start at zero and stay zero: the padded rows and columns of KQ and PV are zero.
@@ -188,7 +188,9 @@ class LSALayer(nn.Module):
                 scores = (context * u[:, None]).sum(-1, keepdim=True)  # (B, N, 1): e_iᵀ KQ e_q
                 return None, (context * scores).sum(1) @ PV_t
             C = context.transpose(1, 2) @ context  # (B, W, W)
-            return (context @ KQ_t) @ C @ PV_t, (u[:, :, None] * C).sum(1) @ PV_t
+            rows = torch.cat([context @ KQ_t, u[:, None]], dim=1) @ C @ PV_t  # (B, N+1, W)
+            d_context, d_query = rows.split([context.shape[1], 1], dim=1)
+            return d_context, d_query[:, 0]
         u = (query @ KQ_t).unflatten(-1, (H, W))  # (B, H, W): rows e_qᵀ KQ_hᵀ
         if not update_context:
             scores = (context[:, None] * u[:, :, None]).sum(-1, keepdim=True)  # (B, H, N, 1)
