@@ -174,7 +174,7 @@ class LSALayer(nn.Module):
         alone (a last layer) needs no C: scores e_iᵀ KQ_h e_q, then their weighted sum of the e_i, elementwise
         (batched mat-vecs are slower on CPU). Measured on a 2-core CPU for the K = 2 model: holding
         context and query apart (no slicing, no zero-filled slice gradients) and padding W to a multiple of 4
-        (small GEMMs at width 11 run 3x slower than at 12 in MKL) took a training step from 7.4 to 5.4 ms.
+        (small GEMMs at width 11 run 3x slower than at 12 in MKL) took a training step from 7.4 to about 4 ms.
         The padded coordinates start at zero and stay zero: the padded rows and columns of KQ and PV are zero.
         """
         W = context.shape[-1]
