@@ -188,8 +188,7 @@ def tune_gdpp(
     """(η_k, γ_k) minimising the mean K-step query loss of GD++ on the given (held-out) tasks.
 
     A batched L-BFGS (float64) over all step sizes and transforms at once, from a few starts: the η of ``start``
-    (by default tuned plain GD, itself started from the closed-form one-step η), in its order and reversed (and,
-    per step, a doubling schedule around its mean), with
+    (by default tuned plain GD, itself started from the closed-form one-step η), in its order and reversed, with
     γ_k = c / λ̄ for each c in ``gamma_starts``, λ̄ = mean eigenvalue of X Xᵀ over the tasks (the last step's γ
     never matters and starts at 0). The loss has several basins (per step, a small η with a strong transform can
     beat a large η with a weak one), so a single start can stall in the worse one; the search is still local,
@@ -204,13 +203,7 @@ def tune_gdpp(
         raise ConfigError(f"start has {start.n_steps} steps, tuning asked for {n_steps}")
     gram_scale = float((x.double() ** 2).sum(dim=(1, 2)).mean() / x.shape[-1])  # λ̄ = tr(X Xᵀ) / d
     # K GD steps are symmetric in the η_k, GD++ steps are not: the reversed order is an equally good start.
-    eta_starts = [start.etas, start.etas[::-1]]
-    if not shared and n_steps > 1:
-        # Per step, trained models settle on small η with a strong transform first and larger η later; a
-        # geometric schedule (doubling, around the start's mean η) reaches that basin, the GD starts often not.
-        mean_eta = sum(start.etas) / n_steps
-        eta_starts.append(tuple(mean_eta * 2.0 ** (k - (n_steps - 1) / 2) for k in range(n_steps)))
-    eta_starts = list(dict.fromkeys(eta_starts))
+    eta_starts = list(dict.fromkeys([start.etas, start.etas[::-1]]))
     candidates = [start]
     for etas in eta_starts:
         for c in gamma_starts:
