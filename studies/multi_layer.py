@@ -23,8 +23,7 @@ from icl_gd.config import require_positive, require_positive_ints
 from icl_gd.ensemble import train_ensemble
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, Scored, alignment_metrics, score, scored_rows
-from icl_gd.gdpp import (GDPPParams, GDPPPredictor, gdpp_params_from_weights, gdpp_predictions_per_step, tune_gd,
-                         tune_gdpp)
+from icl_gd.gdpp import GDPPParams, GDPPPredictor, gdpp_params_from_weights, tune_gd, tune_gdpp
 from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.metrics import regression_loss
 from icl_gd.ood import default_sweeps, evaluate_sweeps
@@ -239,15 +238,14 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
 def depth_reference_rows(config: MultiLayerConfig, refs: References, test: EvalSet) -> list[dict[str, Any]]:
     """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
     model, loss}. They do not depend on the training seed, so they are computed once."""
-    d, n_max = config.d, config.max_applications
-    x, y, xq = test.tokens[:, :-1, :d].double(), test.tokens[:, :-1, d:].double(), test.tokens[:, -1, :d].double()
+    layout, n_max, tokens = ConcatLayout(config.d), config.max_applications, test.tokens.double()
     eta_gd, eta, gamma = refs.gd.etas[0], refs.gdpp.etas[0], refs.gdpp.gammas[0]
     rows = []
     for damping in config.dampings:
-        curves = {
-            "gd": gdpp_predictions_per_step(x, y, xq, [damping * eta_gd] * n_max, [0.0] * n_max)[1:],
-            "gdpp": gdpp_predictions_per_step(x, y, xq, [damping * eta] * n_max, [damping * gamma] * n_max)[1:],
-        }
+        gd = GDPPParams((damping * eta_gd,) * n_max, (0.0,) * n_max)
+        gdpp = GDPPParams((damping * eta,) * n_max, (damping * gamma,) * n_max)
+        curves = {name: GDPPPredictor(layout, params).predictions_per_step(tokens)[1:]
+                  for name, params in (("gd", gd), ("gdpp", gdpp))}
         rows += _depth_rows(curves, test, damping)
     return rows
 
