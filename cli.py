@@ -69,7 +69,7 @@ def run(
     from icl_gd.config import apply_overrides, set_values
     from icl_gd.results import prepare_run_dir
     from studies import RunContext, get_study
-    from studies.base import write_resolved_config
+    from icl_gd.study import write_resolved_config
 
     try:
         spec = get_study(study)

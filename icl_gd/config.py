@@ -130,6 +130,26 @@ def _replace_path(config: Any, path: list[str], value: Any) -> Any:
     return dataclasses.replace(config, **{path[0]: _replace_path(getattr(config, path[0]), path[1:], value)})
 
 
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+    """A config field with its one-line meaning (``icl-gd config STUDY`` prints it). ``factory`` builds a
+    mutable or nested default (a sub-config)."""
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+def describe(config: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, value, one-line meaning) for every settable key of ``config``, nested configs flattened."""
+    rows = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            rows.extend(describe(value, f"{prefix}{f.name}."))
+        else:
+            rows.append((f"{prefix}{f.name}", value, f.metadata.get("doc", "")))
+    return rows
+
+
 def require_positive(name: str, value: float) -> None:
     if not value > 0:
         raise ConfigError(f"{name} must be positive, got {value!r}")

@@ -12,14 +12,19 @@ from dataclasses import dataclass
 
 import torch
 
-from .lsa import LSAWeights
-
 Predictor = Callable[[torch.Tensor], torch.Tensor]
+"""The one predictor call: tokens (B, T, D) in, ŷ (B, d_y) out. Baselines, constructed and trained models answer it."""
+
+
+def query_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """0.5 · mean over tasks of ‖ŷ - y‖² (PROTOCOL's loss), differentiable. ŷ, y: (..., B, d_y) -> (...):
+    a leading seed axis (S, B, d_y) gives each seed's own loss (S,)."""
+    return 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)
 
 
 def regression_loss(prediction: torch.Tensor, target: torch.Tensor) -> float:
-    """0.5 · mean over tasks of ‖ŷ - y‖²."""
-    return float(0.5 * ((prediction - target) ** 2).sum(-1).mean())
+    """``query_loss`` of one set of tasks as a float."""
+    return float(query_loss(prediction, target))
 
 
 def predictions_and_sensitivities(
@@ -55,15 +60,3 @@ def alignment(pred: torch.Tensor, pred_ref: torch.Tensor, sens: torch.Tensor, se
         cos_sensitivity=float(cos.mean()),
         sensitivity_diff=float((sens - sens_ref).norm(dim=-1).mean()),
     )
-
-
-def effective_eta(weights: LSAWeights, d_x: int, n_context: int) -> float:
-    """The GD rate an LSA layer implements: -N · Σ_h PV_h[y, y] · mean diag(KQ_h[x, x]) (KQ = W_Kᵀ W_Q).
-
-    For the Prop. 1 weights this is exactly η; for a trained layer it reads η off the two blocks that matter
-    for the query's prediction (the gauge-invariant product of the score scale and the value scale).
-    """
-    QK, PV = weights.products()
-    score_scale = torch.diagonal(QK[:, :d_x, :d_x], dim1=-2, dim2=-1).mean(-1)  # (H,)
-    value_scale = torch.diagonal(PV[:, d_x:, d_x:], dim1=-2, dim2=-1).mean(-1)  # (H,)
-    return float(-n_context * (score_scale * value_scale).sum())

@@ -12,8 +12,9 @@ import io
 import json
 import math
 import os
+import statistics
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -104,24 +105,33 @@ def prepare_run_dir(out: Path, force: bool) -> Path:
     return out
 
 
-def write_metrics(out: Path, mean: Mapping[str, Any], seeds: Mapping[Any, Mapping[str, Any]]) -> None:
-    """Write ``metrics.json`` = {"mean": {...}, "seeds": {seed: {...}}}. Call it last: it marks the run finished."""
-    write_json(Path(out) / FINISHED_MARKER, {"mean": mean, "seeds": {str(k): v for k, v in seeds.items()}})
+def write_metrics(out: Path, per_seed: Mapping[Any, Mapping[str, Any]],
+                  reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
+    """Write ``metrics.json`` = {"mean", "std", "seeds"} and return the ``mean`` object. Call it last: it marks
+    the run finished. ``reductions`` replaces the mean for named metrics (e.g. ``max`` for a worst-case error)."""
+    mean = reduce_over_seeds(per_seed, statistics.fmean)
+    for key, reduce in (reductions or {}).items():
+        mean[key] = reduce([row[key] for row in per_seed.values()])
+    spread = reduce_over_seeds(per_seed, lambda v: statistics.stdev(v) if len(v) > 1 else None)
+    write_json(Path(out) / FINISHED_MARKER,
+               {"mean": mean, "std": spread, "seeds": {str(k): v for k, v in per_seed.items()}})
+    return mean
 
 
-def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``mean`` object of metrics.json: each metric averaged over seeds (lists element-wise); a value that is
+def reduce_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
+                      reduce: Callable[[list[float]], Any]) -> dict[str, Any]:
+    """Each metric reduced over seeds (``statistics.fmean`` for the mean; lists element-wise); a value that is
     neither a number nor a list of numbers (a name, a setting) is taken from the first seed."""
-    import statistics
-
     rows = list(per_seed.values())
 
-    def average(values: list[Any]) -> Any:
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            return statistics.fmean(values)
-        if all(isinstance(v, list) for v in values) and all(
-                isinstance(x, (int, float)) for v in values for x in v):
-            return [statistics.fmean(col) for col in zip(*values)]
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def apply(values: list[Any]) -> Any:
+        if all(number(v) for v in values):
+            return reduce([float(v) for v in values])
+        if all(isinstance(v, list) for v in values) and all(number(x) for v in values for x in v):
+            return [reduce(list(col)) for col in zip(*values)]
         return values[0]
 
-    return {key: average([row[key] for row in rows]) for key in rows[0]}
+    return {key: apply([row[key] for row in rows]) for key in rows[0]}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-from .base import RunContext, Study
+from icl_gd.study import RunContext, Study
 
 # name -> module; adding a study is one line here.
 _STUDY_MODULES: dict[str, str] = {

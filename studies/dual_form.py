@@ -46,7 +46,7 @@ from icl_gd.dual.verification import verify_layer
 from icl_gd.errors import ConfigError, DivergenceError
 from icl_gd.results import write_csv, write_json, write_metrics
 
-from .base import RunContext, Study
+from icl_gd.study import RunContext, Study
 
 SETTINGS = ("single", "joint", "continual")
 LAYERS = ("input", "hidden", "output")

@@ -29,7 +29,7 @@ from icl_gd.separate_tokens import (SeparateGDPredictor, SeparateModelConfig, Se
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.training import TrainConfig, config_fingerprint, train
 
-from .base import RunContext, Study
+from icl_gd.study import RunContext, Study
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from icl_gd.sine import SineBatch, SineTask, SineTokenTask
 from icl_gd.tasks import Stream
 from icl_gd.training import TrainConfig, config_fingerprint, train
 
-from .base import RunContext, Study
+from icl_gd.study import RunContext, Study
 
 
 @dataclass(frozen=True)

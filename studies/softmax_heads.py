@@ -26,7 +26,7 @@ from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.tokens import ConcatTokenTask
 from icl_gd.training import TrainConfig, config_fingerprint, train
 
-from .base import RunContext, Study
+from icl_gd.study import RunContext, Study
 
 
 @dataclass(frozen=True)

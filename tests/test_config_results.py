@@ -75,8 +75,12 @@ def test_failed_write_keeps_the_old_file(tmp_path):
 
 def test_run_dir_rules(tmp_path):
     out = prepare_run_dir(tmp_path / "run", force=False)
-    write_metrics(out, {"a": 1.0}, {0: {"a": 1.0}})
-    assert read_json(out / "metrics.json") == {"mean": {"a": 1.0}, "seeds": {"0": {"a": 1.0}}}
+    mean = write_metrics(out, {0: {"a": 1.0, "b": [1.0, 2.0], "n": "x"}, 1: {"a": 3.0, "b": [3.0, 2.0], "n": "y"}},
+                         reductions={"a": max})
+    assert mean == {"a": 3.0, "b": [2.0, 2.0], "n": "x"}
+    written = read_json(out / "metrics.json")
+    assert written["mean"] == mean and written["std"]["b"] == pytest.approx([2 ** 0.5, 0.0])
+    assert written["std"]["a"] == pytest.approx(2 ** 0.5) and written["seeds"]["1"]["n"] == "y"
     with pytest.raises(RunDirectoryError, match="finished run"):
         prepare_run_dir(out, force=False)
     prepare_run_dir(out, force=True)

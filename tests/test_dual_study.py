@@ -13,7 +13,7 @@ from cli import app
 from icl_gd.config import apply_overrides
 from icl_gd.errors import ConfigError
 from studies import get_study
-from studies.base import RunContext
+from icl_gd.study import RunContext
 from studies.dual_form import DualFormConfig, resolve_dataset
 
 TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from icl_gd.results import write_json
+from .results import write_json
 
 
 @dataclass(frozen=True)
