@@ -5,8 +5,9 @@ QK = [[I, 0], [0, 0]] and PV = [[-γ I, 0], [(η/N) W0, -(η/N) I]], so every to
 
     (x_j - γ Σ_i x_i x_iᵀ x_j,  y_j - ΔW x_j),   ΔW = (η/N) Σ_i (y_i - W0 x_i) x_iᵀ,
 
-one step of ``icl_gd.gdpp`` (context y slots hold the residuals, the query's slot -ŷ). With γ = 0 the products
-are Proposition 1's, so the layer is a GD step. K layers, tied or separate, are K GD++ steps.
+one GD++ step of ``icl_gd.gd`` (context y slots hold the residuals, the query's slot -ŷ): the Prop. 1 layer
+(``constructions.prop1``) whose x blocks of W_V and P are filled in. With γ = 0 the products are Proposition 1's,
+so the layer is a GD step. K layers, tied or separate, are K GD++ steps.
 """
 
 from __future__ import annotations
@@ -16,13 +17,11 @@ from collections.abc import Sequence
 import torch
 
 from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predictions_per_step
-from icl_gd.gdpp import gdpp_params_from_weights, gdpp_predictions_per_step, gdpp_step
-from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
-from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
-from icl_gd.tokens import ConcatLayout
+from icl_gd.gd import gd_predictions_per_step, gdpp_params_from_weights, gdpp_predictions_per_step, gdpp_step
+from icl_gd.lsa import LSAModel, LSAWeights
 
-from .gd import gd_model, gd_step_weights, tokens_with_initial_prediction
+from .prop1 import (check_batch, gd_model, gd_step_weights, predictions_per_layer, random_shapes, stacked_model,
+                    states_per_layer)
 from .verify import CheckResult, IdentityCheck, compare, merge
 
 
@@ -30,28 +29,13 @@ def gdpp_step_weights(
     d_x: int, d_y: int, n_context: int, eta: float, gamma: float, W0: torch.Tensor | None = None,
     n_heads: int = 1, dtype: torch.dtype = torch.float64,
 ) -> LSAWeights:
-    """GD++ layer weights, (H, D, D) blocks with D = d_x + d_y. With ``n_heads`` > 1 each head does 1/H."""
-    for name, value in (("d_x", d_x), ("d_y", d_y), ("n_context", n_context), ("n_heads", n_heads)):
-        if value <= 0:
-            raise ConfigError(f"{name} must be positive, got {value}")
-    D = d_x + d_y
-    W_KQ = torch.zeros(D, D, dtype=dtype)
-    W_KQ[:d_x, :d_x] = torch.eye(d_x, dtype=dtype)
-    W_V = torch.zeros(D, D, dtype=dtype)
-    W_V[:d_x, :d_x] = -torch.eye(d_x, dtype=dtype)
-    if W0 is not None:
-        if W0.shape != (d_y, d_x):
-            raise ConfigError(f"W0 must have shape ({d_y}, {d_x}), got {tuple(W0.shape)}")
-        W_V[d_x:, :d_x] = W0.to(dtype)
-    W_V[d_x:, d_x:] = -torch.eye(d_y, dtype=dtype)
-    P = torch.zeros(D, D, dtype=dtype)
-    P[:d_x, :d_x] = torch.eye(d_x, dtype=dtype) * (gamma / n_heads)
-    P[d_x:, d_x:] = torch.eye(d_y, dtype=dtype) * (eta / (n_context * n_heads))
-
-    def heads(m: torch.Tensor) -> torch.Tensor:
-        return m.expand(n_heads, D, D).clone()
-
-    return LSAWeights(W_Q=heads(W_KQ), W_K=heads(W_KQ), W_V=heads(W_V), P=heads(P))
+    """GD++ layer weights, (H, D, D) blocks with D = d_x + d_y: Prop. 1's, with W_V's x block -I and P's x block
+    γ I. With ``n_heads`` > 1 each head does 1/H."""
+    prop1 = gd_step_weights(d_x, d_y, n_context, eta, W0, n_heads, dtype)
+    W_V, P = prop1.W_V.clone(), prop1.P.clone()
+    W_V[:, :d_x, :d_x] = -torch.eye(d_x, dtype=dtype)
+    P[:, :d_x, :d_x] = torch.eye(d_x, dtype=dtype) * (gamma / n_heads)
+    return LSAWeights(prop1.W_Q, prop1.W_K, W_V, P)
 
 
 def gdpp_model(
@@ -64,10 +48,8 @@ def gdpp_model(
         raise ConfigError(f"gdpp_model needs as many η as γ (at least one), got {len(etas)} and {len(gammas)}")
     if recurrent and (len(set(etas)) != 1 or len(set(gammas)) != 1):
         raise ConfigError(f"a recurrent (tied) model takes one (η, γ), got η={etas}, γ={gammas}")
-    config = LSAConfig(d_model=d_x + d_y, d_y=d_y, n_layers=len(etas), recurrent=recurrent)
-    model = LSAModel(config).to(dtype)
-    weights = [gdpp_step_weights(d_x, d_y, n_context, e, g, W0, dtype=dtype) for e, g in zip(etas, gammas)]
-    return model.load_weights(weights[:1] if recurrent else weights)
+    layers = [gdpp_step_weights(d_x, d_y, n_context, e, g, W0, dtype=dtype) for e, g in zip(etas, gammas)]
+    return stacked_model(layers, d_y, recurrent, dtype)
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -79,9 +61,7 @@ def check_one_step(
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randn(batch, n_context + 1, d_x + d_y, generator=gen, dtype=dtype)
     W0 = torch.randn(d_y, d_x, generator=gen, dtype=dtype) if with_W0 else None
-    config = LSAConfig(d_model=d_x + d_y, d_y=d_y, n_heads=n_heads)
-    model = LSAModel(config).to(dtype)
-    model.load_weights(gdpp_step_weights(d_x, d_y, n_context, eta, gamma, W0, n_heads=n_heads, dtype=dtype))
+    model = stacked_model([gdpp_step_weights(d_x, d_y, n_context, eta, gamma, W0, n_heads, dtype)], d_y, dtype=dtype)
     _, states = model(tokens, return_tokens=True)
     x_all, y = tokens[..., :d_x], tokens[..., d_x:]
     W = torch.zeros(batch, d_y, d_x, dtype=dtype) if W0 is None else W0.expand(batch, d_y, d_x)
@@ -96,16 +76,10 @@ def check_k_steps(
     tolerance: float = 1e-12,
 ) -> CheckResult:
     """Query predictions after every layer against explicit GD++ after every step."""
-    task = LinearRegressionTask(d=d_x, n_context=n_context, d_y=d_y, inputs=UniformInputs(inputs_width))
-    data = task.sample(batch, seed=seed, stream=Stream.TEST, dtype=dtype)
-    gen = torch.Generator().manual_seed(seed)
-    W0 = torch.randn(d_y, d_x, generator=gen, dtype=dtype) * 0.1 if with_W0 else None
-    tokens = tokens_with_initial_prediction(ConcatLayout(d_x, d_y).tokens(data), d_x, W0)
+    data, W0 = check_batch(d_x, d_y, n_context, batch, seed, with_W0, inputs_width, dtype)
     model = gdpp_model(d_x, d_y, n_context, etas, gammas, recurrent=recurrent, W0=W0, dtype=dtype)
-    _, states = model(tokens, return_tokens=True)
-    got = torch.stack([-s[:, -1, d_x:] for s in states])
     want = gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, etas, gammas, W0)
-    return compare(got, want, tolerance)
+    return compare(predictions_per_layer(model, data, W0), want, tolerance)
 
 
 def check_gamma_zero_is_gd(
@@ -114,10 +88,7 @@ def check_gamma_zero_is_gd(
 ) -> CheckResult:
     """GD++ with γ = 0 is GD: the algorithms' per-step predictions, the layers' products and every token state
     of the two constructed models all agree."""
-    task = LinearRegressionTask(d=d_x, n_context=n_context, d_y=d_y, inputs=UniformInputs(2.0))
-    data = task.sample(batch, seed=seed, stream=Stream.TEST, dtype=dtype)
-    gen = torch.Generator().manual_seed(seed)
-    W0 = torch.randn(d_y, d_x, generator=gen, dtype=dtype) * 0.1 if with_W0 else None
+    data, W0 = check_batch(d_x, d_y, n_context, batch, seed, with_W0, 2.0, dtype)
     zeros = [0.0] * len(etas)
     algo = compare(gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, etas, zeros, W0),
                    gd_predictions_per_step(data.x_context, data.y_context, data.x_query, etas, W0), tolerance)
@@ -126,20 +97,17 @@ def check_gamma_zero_is_gd(
         pp = gdpp_step_weights(d_x, d_y, n_context, eta, 0.0, W0, dtype=dtype).products()
         gd = gd_step_weights(d_x, d_y, n_context, eta, W0, dtype=dtype).products()
         products += [compare(pp[0], gd[0], tolerance), compare(pp[1], gd[1], tolerance)]
-    tokens = tokens_with_initial_prediction(ConcatLayout(d_x, d_y).tokens(data), d_x, W0)
-    _, pp_states = gdpp_model(d_x, d_y, n_context, etas, zeros, W0=W0, dtype=dtype)(tokens, return_tokens=True)
-    _, gd_states = gd_model(d_x, d_y, n_context, etas, W0=W0, dtype=dtype)(tokens, return_tokens=True)
-    states = compare(torch.stack(pp_states), torch.stack(gd_states), tolerance)
+    gdpp_states = states_per_layer(gdpp_model(d_x, d_y, n_context, etas, zeros, W0=W0, dtype=dtype), data, W0)
+    gd_states = states_per_layer(gd_model(d_x, d_y, n_context, etas, W0=W0, dtype=dtype), data, W0)
+    states = compare(gdpp_states, gd_states, tolerance)
     return merge([algo, states, *products])
 
 
 def check_read_back(seed: int = 0, tolerance: float = 1e-12) -> CheckResult:
     """``gdpp_params_from_weights`` returns the (η, γ) a construction was built with, in any gauge b (QK · b,
     PV / b) and with several heads."""
-    gen = torch.Generator().manual_seed(seed)
     results = []
-    for trial in range(10):
-        d_x, d_y, n = (int(v) for v in torch.randint(1, 12, (3,), generator=gen))
+    for trial, d_x, d_y, n, gen in random_shapes(seed, 10, high=12):
         eta, gamma = float(torch.rand((), generator=gen) * 3), float(torch.rand((), generator=gen) - 0.5)
         b = float(torch.rand((), generator=gen) * 4 + 0.1) * (-1) ** trial
         w = gdpp_step_weights(d_x, d_y, n, eta, gamma, n_heads=1 + trial % 3)
@@ -150,10 +118,8 @@ def check_read_back(seed: int = 0, tolerance: float = 1e-12) -> CheckResult:
 
 
 def _random_shapes_check() -> CheckResult:
-    gen = torch.Generator().manual_seed(4321)
     results = []
-    for trial in range(20):
-        d_x, d_y, n = (int(v) for v in torch.randint(1, 16, (3,), generator=gen))
+    for trial, d_x, d_y, n, gen in random_shapes(4321, 20):
         eta = float(torch.rand((), generator=gen) * 2)
         gamma = float(torch.rand((), generator=gen) - 0.5) / n
         results.append(check_one_step(d_x, d_y, n, 8, eta, gamma, with_W0=bool(trial % 2), seed=trial,

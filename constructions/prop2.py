@@ -7,7 +7,9 @@ Tokens (x_i, y_i) become (m(x_i), y_i); the Prop. 1 layer on width d_f + d_y wri
       = f₀(x_q) + (η/N) Σ_i (y_i - f₀(x_i)) k(x_i, x_q),        f₀ = W₀ m,
 
 one GD step from W₀ on L(W) = 1/(2N) Σ ‖W m(x_i) - y_i‖², read as functional GD in the kernel's feature space.
-Any m works (an MLP, random features, a trained model's own features).
+Any m works (an MLP, random features, a trained model's own features). On a trained model (``FeatureLSAModel``)
+the construction reads the model's own m and W₀ (``prop2_on_features``), and its layer's GD-like term gives the
+kernel matrix S it actually uses (``trained_readout_kernel``, made PSD by ``psd_part``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import torch
 from torch import nn
 
 from icl_gd.errors import ConfigError
-from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MLPFeatureMap
-from icl_gd.gd import gd_predict
+from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, MLPFeatureMap
+from icl_gd.gd import gd_predict, optimal_one_step_eta
 from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
 
-from .gd import gd_step_weights
+from .prop1 import gd_step_weights
 from .verify import CheckResult, IdentityCheck, compare, merge
 
 Kernel = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -91,6 +93,68 @@ def optimal_kernel_eta(kernel: Kernel, x: torch.Tensor, y: torch.Tensor, x_query
     if not denom > 0:
         raise ConfigError("cannot tune η: the kernel step direction is zero on every task")
     return float((g * (y_query.double() - a)).sum() / denom)
+
+
+# ---------------------------------------------------------------------------------------------------- trained features
+def trained_readout_kernel(model: FeatureLSAModel) -> torch.Tensor:
+    """S (d_f, d_f), float64: the kernel matrix of a one-output model's GD-like term, ŷ ⊃ Σ_i y_i m_iᵀ S m_q.
+
+    The query's y slot gains Σ_h Σ_i (PV_h e_i)_y (e_iᵀ KQ_h e_q); its y_i·m_i·m_q part is
+    Σ_h PV_h[y, y] m_iᵀ KQ_h[m, m] m_q, and ŷ is minus the slot.
+    """
+    d_y = model.lsa.config.d_y
+    if d_y != 1:
+        raise ConfigError(f"the read-out kernel is defined for one output, the model has d_y = {d_y}")
+    d_f = model.lsa.config.d_model - d_y
+    S = 0
+    for w in model.lsa.weights():
+        QK, PV = w.products()  # e_qᵀ QK_h e_i is the score, so KQ_h = QK_hᵀ
+        S = S - (PV[:, d_f, d_f][:, None, None] * QK[:, :d_f, :d_f].transpose(-1, -2)).sum(0)
+    return S.double()
+
+
+def psd_part(S: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """(S₊ (d, d), share of |eigenvalue| mass lost): the PSD part of the symmetric part of S (d, d), so that
+    m(x)ᵀ S₊ m(x') is a kernel."""
+    evals, evecs = torch.linalg.eigh(0.5 * (S + S.T))
+    lost = float(evals.clamp_max(0).abs().sum() / evals.abs().sum().clamp_min(1e-300))
+    return (evecs * evals.clamp_min(0)) @ evecs.T, lost
+
+
+def prop2_on_features(model: FeatureLSAModel, tune_tokens: torch.Tensor, tune_targets: torch.Tensor,
+                      metric: torch.Tensor | None = None) -> tuple[FeatureLSAModel, float]:
+    """(the Prop. 2 model on ``model``'s feature map m and initial read-out W₀, its η): kernel mᵀ S m' (S =
+    ``metric`` (d_f, d_f) or I), η tuned in closed form on held-out tasks, tokens (B, N+1, d_x + d_y) and targets
+    (B, d_y). N comes from the tokens, d_f from the model; the model is built in the tokens' dtype and device."""
+    n_context = tune_tokens.shape[1] - 1
+    d_x, d_y = model.d_x, model.lsa.config.d_y
+    d_features = model.lsa.config.d_model - d_y
+    m = model.feature_map
+    W0 = None if model.W0 is None else model.W0.detach()
+    prior = None if W0 is None else (lambda inputs: m(inputs) @ W0.T)
+    x, y, x_query = tune_tokens[:, :-1, :d_x], tune_tokens[:, :-1, d_x:], tune_tokens[:, -1, :d_x]
+    eta = optimal_kernel_eta(feature_kernel(m, metric), x, y, x_query, tune_targets, prior)
+    built = feature_gd_model(m, d_x, d_features, d_y, n_context, eta, W0, metric, dtype=tune_tokens.dtype)
+    return built.to(tune_tokens.device), eta
+
+
+def tuned_readout_eta(model: MetaLearnedReadout, tune_tokens: torch.Tensor, tune_targets: torch.Tensor) -> float:
+    """The meta-learned baseline's one-step η re-tuned in closed form (its m and W₀ fixed) on held-out tasks,
+    tokens (B, N+1, d_x + d_y) and targets (B, d_y)."""
+    with torch.no_grad():
+        m_context, y_context, m_query = model.features(tune_tokens)
+    return optimal_one_step_eta(m_context, y_context, m_query, tune_targets, W0=model.W0.detach())
+
+
+class TunedReadout(nn.Module):
+    """The meta-learned baseline evaluated with a fixed (re-tuned) η: tokens (B, N+1, D) -> ŷ (B, d_y)."""
+
+    def __init__(self, model: MetaLearnedReadout, eta: float) -> None:
+        super().__init__()
+        self.model, self.eta = model, eta
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.model.predict(tokens, self.eta)
 
 
 # ---------------------------------------------------------------------------------------------------- checks

@@ -25,7 +25,7 @@ from icl_gd.lsa import LSAWeights
 from icl_gd.separate_tokens import SeparateLayout, SeparateModelConfig, SeparateTokenModel, SinusoidalPositions
 from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
 
-from .gd import gd_step_weights
+from .prop1 import gd_step_weights
 from .verify import CheckResult, IdentityCheck, compare
 
 

@@ -14,7 +14,7 @@ import torch
 
 CHECK_MODULES: tuple[str, ...] = (
     "constructions.dual_form",
-    "constructions.gd",
+    "constructions.prop1",
     "constructions.prop2",
     "constructions.prop3",
     "constructions.gdpp",

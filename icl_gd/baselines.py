@@ -1,7 +1,11 @@
-"""Baselines. Every predictor, baseline or model, answers one call: tokens (B, T, D) in, ŷ (B, d_y) out.
+"""Baselines. Every predictor, baseline or model, answers one call (``icl_gd.metrics.Predictor``): tokens
+(B, T, D) in, ŷ (B, d_y) out.
 
-Baselines read the context back from the concatenated layout, so a constructed LSA model, a trained one and
-explicit GD are compared by one loop (and differentiated by one autograd call for input sensitivities).
+Baselines read the context back from the tokens through their layout's ``split``, so a constructed LSA model, a
+trained one and explicit GD are compared by one loop (and differentiated by one autograd call for input
+sensitivities). The GD and GD++ references (``GDPredictor``, ``GDPPPredictor``) compute in float64 whatever the
+tokens' dtype (ŷ is returned in it): the reference is the yardstick, so its numbers carry no float32 round-off,
+whose size grows with the step sizes (tuned per-step η reach the hundreds at K = 4).
 """
 
 from __future__ import annotations
@@ -13,19 +17,30 @@ import torch
 from torch import nn
 
 from .errors import ConfigError
-from .gd import gd_predict
+from .gd import GDPPParams, gd_predict, gdpp_predictions_per_step
 from .tokens import ConcatLayout
 
 
-class Predictor(Protocol):
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor: ...
+class ContextLayout(Protocol):
+    """A token layout that reads a task back from its tokens (``ConcatLayout``, ``SeparateLayout``)."""
+
+    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x))."""
+        ...
+
+
+def _split_float64(layout: ContextLayout, tokens: torch.Tensor, W0: torch.Tensor | None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(x_context, y_context, x_query, W0) of ``tokens``, all float64."""
+    x, y, x_query = (t.double() for t in layout.split(tokens))
+    return x, y, x_query, None if W0 is None else W0.double()
 
 
 class GDPredictor(nn.Module):
-    """K explicit GD steps (step sizes ``etas``) from W0 on each task's context, then W_K x_q; computed in float64
-    whatever the tokens' dtype (ŷ comes back in it), like every reference algorithm (see ``GDPPPredictor``)."""
+    """K explicit GD steps (step sizes ``etas``) from W0 (d_y, d_x) on each task's context, then ŷ = W_K x_q
+    (B, d_y), read from tokens of any ``layout``; float64 inside."""
 
-    def __init__(self, layout: ConcatLayout, etas: Sequence[float], W0: torch.Tensor | None = None) -> None:
+    def __init__(self, layout: ContextLayout, etas: Sequence[float], W0: torch.Tensor | None = None) -> None:
         super().__init__()
         if len(etas) == 0:
             raise ConfigError("GDPredictor needs at least one step size")
@@ -34,15 +49,34 @@ class GDPredictor(nn.Module):
         self.W0 = W0
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x, y, xq = (t.double() for t in self.layout.split(tokens))
-        W0 = None if self.W0 is None else self.W0.double()
-        return gd_predict(x, y, xq, self.etas, W0).to(tokens.dtype)
+        x, y, x_query, W0 = _split_float64(self.layout, tokens, self.W0)
+        return gd_predict(x, y, x_query, self.etas, W0).to(tokens.dtype)
+
+
+class GDPPPredictor(nn.Module):
+    """K GD++ steps (``params``) from W0 (d_y, d_x) on each task's context, read from tokens of any ``layout``:
+    tokens (B, T, D) -> ŷ (B, d_y); float64 inside."""
+
+    def __init__(self, layout: ContextLayout, params: GDPPParams, W0: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.layout = layout
+        self.params = params
+        self.W0 = W0
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.predictions_per_step(tokens)[-1]
+
+    def predictions_per_step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(K+1, B, d_y) predictions after each of k = 0..K steps."""
+        x, y, x_query, W0 = _split_float64(self.layout, tokens, self.W0)
+        etas, gammas = self.params.etas, self.params.gammas
+        return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0).to(tokens.dtype)
 
 
 class LeastSquaresPredictor(nn.Module):
     """Minimum-norm least squares on the context: W = Y X⁺."""
 
-    def __init__(self, layout: ConcatLayout) -> None:
+    def __init__(self, layout: ContextLayout) -> None:
         super().__init__()
         self.layout = layout
 
@@ -55,7 +89,7 @@ class LeastSquaresPredictor(nn.Module):
 class RidgePredictor(nn.Module):
     """Ridge regression: w = (XᵀX + λ I)⁻¹ Xᵀ y."""
 
-    def __init__(self, layout: ConcatLayout, lam: float) -> None:
+    def __init__(self, layout: ContextLayout, lam: float) -> None:
         super().__init__()
         if not lam > 0:
             raise ConfigError(f"ridge λ must be positive, got {lam!r}")

@@ -1,18 +1,34 @@
-"""Gradient descent on the in-context regression loss L(W) = 1/(2N) Σ_i ‖W x_i - y_i‖², batched over tasks.
+"""Gradient descent and GD++ on the in-context regression loss L(W) = 1/(2N) Σ_i ‖W x_i - y_i‖², batched over
+tasks, with their step-size tuners and the (η, γ) read-off from LSA weights.
 
-Shapes: B tasks, N context pairs, d inputs, d_y outputs. W: (B, d_y, d). Step sizes follow PROTOCOL's
+Shapes: B tasks, N context pairs, d inputs, d_y outputs, K steps. W: (B, d_y, d). Step sizes follow PROTOCOL's
 convention: η multiplies the gradient of the 1/(2N)-normalised loss, so one step from 0 is (η/N) Σ y_i x_iᵀ.
+
+GD++ (von Oswald et al. 2023, PROTOCOL §1) is a GD step on inputs that are themselves transformed each step.
+Step k acts on every token's input (the query's included) and on the context's residual labels at once, all
+from the step's incoming state (as one LSA layer does):
+
+    ΔW_k  = -η_k ∇L(W0; X_k, R_k) = (η_k/N) Σ_i (r_i - W0 x_i) x_iᵀ          (B, d_y, d)
+    r_i  <- r_i - ΔW_k x_i           ŷ <- ŷ + ΔW_k x_q                       (residuals, prediction)
+    x_j  <- (I - γ_k X_k X_kᵀ) x_j   for every token j, X_k X_kᵀ = Σ_i x_i x_iᵀ  (no 1/N: γ as PROTOCOL writes it)
+
+starting from x = the task's inputs, r = y and ŷ = W0 x_q. With every γ_k = 0 the inputs never move, r_i stays
+y_i - (W_k - W0) x_i and this is plain GD.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from .errors import ConfigError, DivergenceError
+from .lsa import LSAWeights
+from .metrics import query_loss
 
 
+# ---------------------------------------------------------------------------------------------------- GD
 def regression_gradient(W: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """∇L(W) = (1/N) Σ_i (W x_i - y_i) x_iᵀ: (B, d_y, d) from W (B, d_y, d), x (B, N, d), y (B, N, d_y)."""
     residual = x @ W.transpose(1, 2) - y  # (B, N, d_y)
@@ -69,7 +85,7 @@ def optimal_one_step_eta(
     After one step ŷ = a + η g with a = W0 x_q and g = -∇L(W0) x_q, so the loss is quadratic in η and
     η* = Σ g·(y_q - a) / Σ g·g.
     """
-    x, y, x_query, y_query = (t.double() for t in (x, y, x_query, y_query))
+    x, y, x_query, y_query = _float64(x, y, x_query, y_query)
     W = initial_weights(x, y, None if W0 is None else W0.double())
     a = (W @ x_query[..., None])[..., 0]
     g = -(regression_gradient(W, x, y) @ x_query[..., None])[..., 0]
@@ -79,36 +95,240 @@ def optimal_one_step_eta(
     return float((g * (y_query - a)).sum() / denom)
 
 
-def tune_gd_etas(
+# ---------------------------------------------------------------------------------------------------- GD++
+@dataclass(frozen=True)
+class GDPPParams:
+    """Per-step step sizes η_k and input-transform strengths γ_k (equal entries when shared across steps).
+    Plain GD is GD++ with every γ_k = 0."""
+
+    etas: tuple[float, ...]
+    gammas: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.etas) == 0 or len(self.etas) != len(self.gammas):
+            raise ConfigError(f"GD++ needs as many η as γ (at least one), got {len(self.etas)} and {len(self.gammas)}")
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.etas)
+
+
+def _as_steps(values: Sequence[float] | torch.Tensor, name: str) -> list:
+    values = list(values) if not isinstance(values, torch.Tensor) else list(values.unbind(0))
+    if not values:
+        raise ConfigError(f"GD++ needs at least one {name}")
+    return values
+
+
+def gdpp_step(
+    x_all: torch.Tensor, r: torch.Tensor, prediction: torch.Tensor, eta: float | torch.Tensor,
+    gamma: float | torch.Tensor, W0: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One GD++ step on the state (x_all (B, N+1, d) query last, r (B, N, d_y), prediction (B, d_y)).
+
+    ``W0`` is (B, d_y, d). Returns the next (x_all, r, prediction).
+    """
+    x = x_all[:, :-1]
+    delta = -eta * regression_gradient(W0, x, r)  # (B, d_y, d): one GD step from W0 on (X_k, R_k)
+    r = r - x @ delta.transpose(1, 2)
+    prediction = prediction + (delta @ x_all[:, -1, :, None])[..., 0]
+    gram = x.transpose(1, 2) @ x  # (B, d, d) = X_k X_kᵀ, symmetric
+    x_all = x_all - gamma * (x_all @ gram)
+    return x_all, r, prediction
+
+
+def gdpp_predictions_per_step(
+    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, etas: Sequence[float] | torch.Tensor,
+    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """(K+1, B, d_y) predictions after each of k = 0..K GD++ steps; x (B, N, d), y (B, N, d_y), x_query (B, d)."""
+    etas, gammas = _as_steps(etas, "η"), _as_steps(gammas, "γ")
+    if len(etas) != len(gammas):
+        raise ConfigError(f"GD++ needs as many η as γ, got {len(etas)} and {len(gammas)}")
+    W = initial_weights(x, y, W0)
+    x_all = torch.cat([x, x_query[:, None]], dim=1)
+    prediction = (W @ x_query[..., None])[..., 0]
+    r = y
+    out = [prediction]
+    for eta, gamma in zip(etas, gammas):
+        x_all, r, prediction = gdpp_step(x_all, r, prediction, eta, gamma, W)
+        out.append(prediction)
+    return torch.stack(out)
+
+
+def gdpp_predict(
+    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, etas: Sequence[float] | torch.Tensor,
+    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """ŷ (B, d_y) after K = len(etas) GD++ steps."""
+    return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0)[-1]
+
+
+def gdpp_loss(
+    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, params: GDPPParams,
+    W0: torch.Tensor | None = None,
+) -> float:
+    """Mean query loss 0.5·‖ŷ - y_q‖² of GD++ with ``params`` on the given tasks (float64)."""
+    x, y, x_query, y_query = _float64(x, y, x_query, y_query)
+    W0 = None if W0 is None else W0.double()
+    with torch.no_grad():
+        return float(query_loss(gdpp_predict(x, y, x_query, params.etas, params.gammas, W0), y_query))
+
+
+# ---------------------------------------------------------------------------------------------------- tuning
+def _float64(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.double() for t in tensors)
+
+
+def _lbfgs(
+    loss: Callable[[list[torch.Tensor]], torch.Tensor], start: Sequence[Sequence[float]], max_iter: int,
+    tolerance_grad: float, tolerance_change: float,
+) -> list[torch.Tensor]:
+    """L-BFGS (float64, strong Wolfe) on ``loss`` over free vectors started at ``start``; the minimisers found,
+    detached. Raises DivergenceError on a non-finite result."""
+    params = [torch.tensor(list(s), dtype=torch.float64, requires_grad=True) for s in start]
+    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
+                            tolerance_grad=tolerance_grad, tolerance_change=tolerance_change)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        value = loss(params)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    found = [p.detach() for p in params]
+    if not all(torch.isfinite(p).all() for p in found):
+        raise DivergenceError("tuning GD/GD++ step sizes diverged (non-finite η or γ)")
+    return found
+
+
+_SCHEDULE_RATIOS = (1.5, 3.0)  # per-step starts: ratios η_{k+1}/η_k of the increasing schedules
+
+
+def _per_step_gd_starts(eta: float, n_steps: int) -> list[tuple[float, ...]]:
+    """Asymmetric starts around the tuned shared η: alternating ±30%, and increasing schedules η·r^(k - (K-1)/2)
+    of ratio r between steps. The K-step loss is symmetric in the η_k (the steps' affine maps commute), so
+    L-BFGS never leaves a subspace of equal η_k that it starts in: not the diagonal from equal η_k, nor, for K ≥ 3,
+    the η_1 = η_3 = ... subspace of the alternating start. A decreasing schedule is the same start as its
+    increasing mirror."""
+    centre = (n_steps - 1) / 2
+    starts = [tuple(eta * (1.3 if k % 2 == 0 else 0.7) for k in range(n_steps))]
+    starts += [tuple(eta * r ** (k - centre) for k in range(n_steps)) for r in _SCHEDULE_RATIOS]
+    return starts
+
+
+def tune_gd(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
     shared: bool = True, W0: torch.Tensor | None = None, max_iter: int = 200,
-) -> list[float]:
-    """Step sizes minimising the mean K-step query loss on the given (held-out) tasks.
+) -> GDPPParams:
+    """Plain GD's step sizes (one η, or one per step) minimising the mean K-step query loss on the given
+    (held-out) tasks, as GD++ parameters with γ = 0.
 
-    A batched L-BFGS on all K step sizes at once (float64), started from the closed-form one-step η; with
-    ``shared`` one η serves every step. Returns K values.
+    K = 1: the closed-form η (``optimal_one_step_eta``). Shared, K > 1: a batched L-BFGS (float64) on one η from
+    0.75 η* (several steps at the one-step optimum overshoot). Per step: L-BFGS on all K step sizes from a few
+    asymmetric starts around the shared η (``_per_step_gd_starts``); the best on these tasks wins, the shared
+    solution included, so it is never worse than shared. The order of the η_k does not change K GD steps (their
+    affine maps commute), so per-step η_k are returned in increasing order.
     """
-    if n_steps <= 0:
-        raise ConfigError(f"n_steps must be positive, got {n_steps}")
-    x, y, x_query, y_query = (t.double() for t in (x, y, x_query, y_query))
+    if not isinstance(n_steps, int) or n_steps <= 0:
+        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    x, y, x_query, y_query = _float64(x, y, x_query, y_query)
+    W0 = None if W0 is None else W0.double()
+    zeros = (0.0,) * n_steps
+
+    def loss(params: list[torch.Tensor]) -> torch.Tensor:
+        return query_loss(gd_predict(x, y, x_query, params[0].expand(n_steps), W0), y_query)
+
     eta0 = optimal_one_step_eta(x, y, x_query, y_query, W0)
     if n_steps == 1:
-        return [eta0]
-    # Several GD steps with the one-step optimum overshoot; start lower, where the loss is well-behaved.
-    params = torch.full((1 if shared else n_steps,), eta0 * 0.75, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([params], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-12, tolerance_change=1e-15)
+        return GDPPParams((eta0,), zeros)
+    (eta,) = _lbfgs(loss, [[eta0 * 0.75]], max_iter, tolerance_grad=1e-12, tolerance_change=1e-15)
+    best = GDPPParams((float(eta),) * n_steps, zeros)
+    if shared:
+        return best
+    candidates = [best]
+    for start in _per_step_gd_starts(best.etas[0], n_steps):
+        try:
+            (etas,) = _lbfgs(loss, [start], max_iter, tolerance_grad=1e-12, tolerance_change=1e-15)
+        except DivergenceError:
+            continue  # a start that runs off to infinity is simply not a candidate
+        candidates.append(GDPPParams(tuple(sorted(float(e) for e in etas)), zeros))
+    return _best(candidates, lambda p: loss([torch.tensor(p.etas, dtype=torch.float64)]))
 
-    def loss_fn() -> torch.Tensor:
-        opt.zero_grad()
-        etas = params.expand(n_steps)
-        pred = gd_predict(x, y, x_query, etas, W0)
-        loss = 0.5 * ((pred - y_query) ** 2).sum(-1).mean()
-        loss.backward()
-        return loss
 
-    opt.step(loss_fn)
-    etas = params.detach().expand(n_steps)
-    if not torch.isfinite(etas).all():
-        raise DivergenceError("tuning GD step sizes diverged (non-finite η)")
-    return [float(e) for e in etas]
+def _best(candidates: list[GDPPParams], loss: Callable[[GDPPParams], torch.Tensor]) -> GDPPParams:
+    """The candidate of least finite loss (the first on ties)."""
+    with torch.no_grad():
+        losses = [float(loss(p)) for p in candidates]
+    finite = [(value, i) for i, value in enumerate(losses) if value == value and value < float("inf")]
+    if not finite:
+        raise DivergenceError("every tuning candidate has a non-finite loss")
+    return candidates[min(finite)[1]]
+
+
+def tune_gdpp(
+    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
+    shared: bool = True, W0: torch.Tensor | None = None, start: GDPPParams | None = None, max_iter: int = 200,
+    gamma_starts: Sequence[float] = (0.0, 0.25, 0.5),
+) -> GDPPParams:
+    """(η_k, γ_k) minimising the mean K-step query loss of GD++ on the given (held-out) tasks.
+
+    A batched L-BFGS (float64) over all step sizes and transforms at once, from a few starts: the η of ``start``
+    (by default tuned plain GD, ``tune_gd``), in its order and reversed, with γ_k = c / λ̄ for each c in
+    ``gamma_starts``, λ̄ = mean eigenvalue of X Xᵀ over the tasks (the last step's γ never matters and starts at
+    0). The loss has several basins (per step, a small η with a strong transform can beat a large η with a weak
+    one), so a single start can stall in the worse one; the search is still local, not a proof of the global
+    optimum. The best result on these tasks wins, the start included, so it is never worse than tuned GD. With
+    ``shared`` one (η, γ) serves every step (a recurrent model).
+    """
+    if not isinstance(n_steps, int) or n_steps <= 0:
+        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    if start is None:
+        start = tune_gd(x, y, x_query, y_query, n_steps, shared=shared, W0=W0, max_iter=max_iter)
+    if start.n_steps != n_steps:
+        raise ConfigError(f"start has {start.n_steps} steps, tuning asked for {n_steps}")
+    x, y, x_query, y_query = _float64(x, y, x_query, y_query)
+    W0 = None if W0 is None else W0.double()
+    n_free = 1 if shared else n_steps
+
+    def loss(params: list[torch.Tensor]) -> torch.Tensor:
+        etas, gammas = (p.expand(n_steps) for p in params)
+        return query_loss(gdpp_predict(x, y, x_query, etas, gammas, W0), y_query)
+
+    gram_scale = float((x ** 2).sum(dim=(1, 2)).mean() / x.shape[-1])  # λ̄ = tr(X Xᵀ) / d
+    # K GD steps are symmetric in the η_k, GD++ steps are not: the reversed order is an equally good start.
+    eta_starts = list(dict.fromkeys([start.etas, start.etas[::-1]]))
+    candidates = [start]
+    for etas in eta_starts:
+        for c in gamma_starts:
+            gammas = tuple(c / gram_scale if (shared or k < n_steps - 1) else 0.0 for k in range(n_steps))
+            try:
+                found = _lbfgs(loss, [etas[:n_free], gammas[:n_free]], max_iter, tolerance_grad=1e-10,
+                               tolerance_change=1e-12)
+            except DivergenceError:
+                continue
+            etas_k, gammas_k = (tuple(float(v) for v in p.expand(n_steps)) for p in found)
+            candidates.append(GDPPParams(etas_k, gammas_k))
+    return _best(candidates, lambda p: gdpp_loss(x, y, x_query, y_query, p, W0))
+
+
+# ---------------------------------------------------------------------------------------------------- reading
+def gdpp_params_from_weights(weights: LSAWeights, d_x: int, d_y: int, n_context: int) -> tuple[float, float]:
+    """The (η, γ) a layer implements, read off its weights by projecting onto the GD++ construction.
+
+    The construction's products are KQ_xx = b I, PV_xx = -γ/b I, PV_yy = -(η/N)/b I (any gauge b). The update
+    of token j is PV C KQ e_j, so only products PV·KQ are gauge-free: per head, b = mean diag of KQ's x-block,
+    η = -N · b · mean diag of PV's y-block, γ = -b · mean diag of PV's x-block, summed over heads. For the
+    Prop. 1 layer (GD) γ = 0 and η is its step size.
+    """
+    QK, PV = weights.products()  # (H, D, D) each
+    D = d_x + d_y
+    if QK.shape[-1] != D:
+        raise ConfigError(f"weights have d_model {QK.shape[-1]}, expected d_x + d_y = {D}")
+    b = torch.diagonal(QK[:, :d_x, :d_x], dim1=-2, dim2=-1).mean(-1)  # (H,)
+    pv_x = torch.diagonal(PV[:, :d_x, :d_x], dim1=-2, dim2=-1).mean(-1)
+    pv_y = torch.diagonal(PV[:, d_x:, d_x:], dim1=-2, dim2=-1).mean(-1)
+    eta = float((-n_context * b * pv_y).sum())
+    gamma = float((-b * pv_x).sum())
+    return eta, gamma

@@ -23,7 +23,6 @@ from torch import nn
 
 from .config import require_positive, require_positive_ints
 from .errors import ConfigError
-from .gd import gd_predict
 from .lsa import LSAConfig, LSALayer
 from .tasks import LinearRegressionTask, RegressionBatch
 from .tokens import LayoutTokenTask
@@ -188,21 +187,6 @@ class SeparateTokenModel(nn.Module):
         # Only the query's final state is read: update it alone (O(N D) instead of O(N D²) per task).
         query = copied[:, -1] + self.gd.config.damping * self.gd.query_update(copied)
         return -query[:, self.layout.y_slot]
-
-
-class SeparateGDPredictor(nn.Module):
-    """K explicit GD steps (rates ``etas``) on the context read back from separate tokens."""
-
-    def __init__(self, layout: SeparateLayout, etas: list[float]) -> None:
-        super().__init__()
-        if len(etas) == 0:
-            raise ConfigError("SeparateGDPredictor needs at least one step size")
-        self.layout = layout
-        self.etas = [float(e) for e in etas]
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        x, y, xq = self.layout.split(tokens)
-        return gd_predict(x, y, xq, self.etas)
 
 
 # ---------------------------------------------------------------------------------------------------- analysis

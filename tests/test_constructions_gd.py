@@ -5,8 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.gd import (authors_demo_check, check_k_steps, check_one_step, gd_model, gd_step_weights,
-                              tokens_with_initial_prediction)
+from constructions.prop1 import (authors_demo_check, check_k_steps, check_one_step, gd_model, gd_step_weights,
+                                 tokens_with_initial_prediction)
 from constructions.verify import all_checks
 from icl_gd.errors import ConfigError
 from icl_gd.gd import gd_predict

@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from constructions.gdpp import (IDENTITY_CHECKS, check_gamma_zero_is_gd, check_k_steps, check_one_step,
                                 gdpp_model, gdpp_step_weights)
 from constructions.verify import all_checks
+from icl_gd.baselines import GDPPPredictor, GDPredictor
 from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predictions_per_step
-from icl_gd.gdpp import (GDPPParams, GDPPPredictor, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
-                         gdpp_predictions_per_step, tune_gd, tune_gdpp)
+from icl_gd.gd import (GDPPParams, gd_predictions_per_step, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
+                       gdpp_predictions_per_step, tune_gd, tune_gdpp)
 from icl_gd.tasks import LinearRegressionTask, Stream
 from icl_gd.tokens import ConcatLayout
 
@@ -87,17 +87,37 @@ def test_registered_in_verify():
         assert result.passed, (check.name, result)
 
 
-def test_predictor_reads_tokens_and_gives_per_step_predictions():
+def _two_gdpp_steps_by_hand(x, y, x_query, etas, gammas, W0):
+    """[ŷ_0, ŷ_1, ŷ_2] of two GD++ steps written out with einsum: ΔW = (η/N) Σ_i (r_i - W0 x_i) x_iᵀ, then every
+    input (the query's too) x <- x - γ Σ_j x_j x_jᵀ x and every residual r_i <- r_i - ΔW x_i."""
+    N = x.shape[1]
+    predictions = [torch.einsum("od,bd->bo", W0, x_query)]
+    r = y
+    for eta, gamma in zip(etas, gammas):
+        delta = eta / N * torch.einsum("bno,bnd->bod", r - torch.einsum("od,bnd->bno", W0, x), x)
+        predictions.append(predictions[-1] + torch.einsum("bod,bd->bo", delta, x_query))
+        r = r - torch.einsum("bod,bnd->bno", delta, x)
+        x, x_query = (v - gamma * torch.einsum("bjd,bje,b...e->b...d", x, x, v) for v in (x, x_query))
+    return torch.stack(predictions)
+
+
+def test_predictor_is_gdpp_written_out_and_reads_any_layout():
+    """GDPPPredictor's per-step predictions against GD++ written with einsum, from W0, on concatenated tokens;
+    on separate tokens it agrees with itself on the concatenated ones (the layout only changes the read-back)."""
+    from icl_gd.separate_tokens import SeparateLayout
+
     task = LinearRegressionTask(d=5, n_context=7, d_y=2)
     data = task.sample(16, seed=3, dtype=torch.float64)
     params = GDPPParams((0.5, 0.8), (0.05, 0.02))
-    predictor = GDPPPredictor(ConcatLayout(5, 2), params)
+    W0 = torch.randn(2, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 0.3
+    predictor = GDPPPredictor(ConcatLayout(5, 2), params, W0)
     tokens = ConcatLayout(5, 2).tokens(data)
-    per_step = gdpp_predictions_per_step(data.x_context, data.y_context, data.x_query, params.etas, params.gammas)
-    assert per_step.shape == (3, 16, 2)
-    assert torch.equal(predictor(tokens), per_step[-1])
-    assert torch.equal(predictor.predictions_per_step(tokens), per_step)
-    assert torch.equal(per_step[0], torch.zeros(16, 2, dtype=torch.float64))
+    want = _two_gdpp_steps_by_hand(data.x_context, data.y_context, data.x_query, params.etas, params.gammas, W0)
+    torch.testing.assert_close(predictor.predictions_per_step(tokens), want, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(predictor(tokens), want[-1], rtol=1e-12, atol=1e-14)
+    separate = SeparateLayout(5, 2, 7)
+    on_separate = GDPPPredictor(separate, params, W0).predictions_per_step(separate.tokens(data))
+    torch.testing.assert_close(on_separate, want, rtol=1e-12, atol=1e-14)
 
 
 def test_tuning_gdpp_beats_gd_and_per_step_gd_beats_shared():
@@ -147,19 +167,23 @@ def test_gdpp_gamma_zero_matches_gd_on_multi_output_float32():
 
 
 def test_reference_predictors_compute_in_float64_for_float32_tokens():
-    """GD and GD++ references evaluated on float32 tokens equal their float64 computation on the same tokens
-    (cast back), here at large tuned per-step parameters (K = 4) where round-off grows with η."""
-    from icl_gd.baselines import GDPredictor
-
+    """GD and GD++ references on float32 tokens equal a float64 computation on the same tokens (cast back): the
+    GD++ constructed model run in float64 and GD written with einsum, here at large tuned per-step parameters
+    (K = 4) where round-off grows with η, so that the same algorithm computed in float32 is visibly off."""
     task = LinearRegressionTask()
     batch = task.sample(2000, 7, 0, Stream.TEST, "cpu", torch.float32)
     layout = ConcatLayout(task.d)
     tokens = layout.tokens(batch)
     params = GDPPParams((2.6, 663.7, 172.1, 265.8), (0.352, 1.498, 3.899, 0.0))  # K = 4, tuned per step
-    x, y, xq = (t.double() for t in layout.split(tokens))
     got = GDPPPredictor(layout, params)(tokens)
     assert got.dtype == torch.float32 and torch.isfinite(got).all()
-    torch.testing.assert_close(got, gdpp_predict(x, y, xq, params.etas, params.gammas).float(), rtol=1e-6, atol=0)
+    with torch.no_grad():
+        want = gdpp_model(10, 1, 10, params.etas, params.gammas)(tokens.double()).float()
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+    in_float32 = gdpp_predict(*layout.split(tokens), params.etas, params.gammas)
+    assert ((in_float32 - want).abs() / want.abs()).max() > 1e-5
     gd = GDPredictor(layout, [6.0, 3.0])(tokens)
     assert gd.dtype == torch.float32
-    torch.testing.assert_close(gd, gdpp_predict(x, y, xq, [6.0, 3.0], [0.0, 0.0]).float(), rtol=1e-6, atol=0)
+    x, y, xq = (t.double() for t in layout.split(tokens))
+    want = _two_gdpp_steps_by_hand(x, y, xq, (6.0, 3.0), (0.0, 0.0), torch.zeros(1, 10, dtype=torch.float64))
+    torch.testing.assert_close(gd, want[-1].float(), rtol=1e-6, atol=0)

@@ -1,13 +1,14 @@
 import pytest
 import torch
 
-from constructions.gd import gd_model, gd_step_weights
+from constructions.prop1 import gd_model, gd_step_weights
 from icl_gd.baselines import GDPredictor
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import EvalSet, score, scored_rows
+from icl_gd.gd import gdpp_params_from_weights
 from icl_gd.interpolation import gauge_fixed_products, interpolate_models, interpolate_weights
 from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
-from icl_gd.metrics import alignment, effective_eta, predictions_and_sensitivities, regression_loss
+from icl_gd.metrics import alignment, predictions_and_sensitivities, regression_loss
 from icl_gd.tasks import LinearRegressionTask
 from icl_gd.tokens import ConcatLayout, ConcatTokenTask
 
@@ -47,8 +48,9 @@ def test_constructed_model_is_perfectly_aligned_with_gd():
 
 
 @pytest.mark.parametrize("heads", [1, 3])
-def test_effective_eta_reads_the_construction(heads):
-    assert effective_eta(gd_step_weights(10, 1, 10, 6.06, n_heads=heads), 10, 10) == pytest.approx(6.06)
+def test_eta_read_off_gives_the_construction_eta(heads):
+    eta, gamma = gdpp_params_from_weights(gd_step_weights(10, 1, 10, 6.06, n_heads=heads), 10, 1, 10)
+    assert eta == pytest.approx(6.06) and gamma == 0.0
 
 
 def _rescaled_gauge(weights: LSAWeights, c: float) -> LSAWeights:

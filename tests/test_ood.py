@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from constructions.gd import gd_model
+from constructions.prop1 import gd_model
 from icl_gd.baselines import GDPredictor, ZeroPredictor
 from icl_gd.ood import default_sweeps, evaluate_sweeps
 from icl_gd.tasks import LinearRegressionTask, NormalisedInputs, UniformInputs

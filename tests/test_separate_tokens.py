@@ -6,8 +6,8 @@ import torch
 from constructions.prop3 import prop3_model
 from icl_gd.baselines import GDPredictor
 from icl_gd.errors import ConfigError
-from icl_gd.separate_tokens import (SeparateGDPredictor, SeparateLayout, SeparateModelConfig, SeparateTokenModel,
-                                    SeparateTokenTask, SinusoidalPositions, copy_analysis)
+from icl_gd.separate_tokens import (SeparateLayout, SeparateModelConfig, SeparateTokenModel, SeparateTokenTask,
+                                    SinusoidalPositions, copy_analysis)
 from icl_gd.tasks import LinearRegressionTask
 from icl_gd.tokens import ConcatLayout
 
@@ -36,11 +36,16 @@ def test_positions_are_cyclic_rotations():
     torch.testing.assert_close(p[2 * n + 1], p[0], rtol=0, atol=1e-12)  # period 2N+1: the query's successor is 0
 
 
-def test_separate_gd_equals_concatenated_gd():
-    data = _data(batch=8)
-    sep = SeparateGDPredictor(SeparateLayout(4, 1, 5), [0.5, 0.3])(SeparateLayout(4, 1, 5).tokens(data))
-    cat = GDPredictor(ConcatLayout(4, 1), [0.5, 0.3])(ConcatLayout(4, 1).tokens(data))
-    torch.testing.assert_close(sep, cat, rtol=1e-13, atol=1e-13)
+def test_gd_on_separate_tokens_equals_gd_on_concatenated_tokens():
+    """One GDPredictor, two layouts: the separate layout's read-back gives the concatenated layout's numbers on the
+    same tasks, in the tokens' dtype (float64 inside both)."""
+    for dtype in (torch.float64, torch.float32):
+        data = _data(batch=8, dtype=dtype)
+        separate, concat = SeparateLayout(4, 1, 5), ConcatLayout(4, 1)
+        sep = GDPredictor(separate, [0.5, 0.3])(separate.tokens(data))
+        cat = GDPredictor(concat, [0.5, 0.3])(concat.tokens(data))
+        assert sep.dtype == dtype
+        torch.testing.assert_close(sep, cat, rtol=1e-13, atol=1e-13)
 
 
 def test_model_fast_path_equals_full_forward():

@@ -1,15 +1,11 @@
-"""Study `sine` end to end on a tiny config, and its Prop. 2 pieces on a trained model's features."""
+"""Study `sine` end to end on a tiny config."""
 
 import json
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from cli import app
-from constructions.prop2 import feature_gd_model
-from icl_gd.feature_models import FeatureMapConfig, feature_lsa_model
-from studies.sine import psd_part, trained_readout_kernel
 
 TINY = ["--steps", "4", "--set", "batch_size=32", "--set", "eval_every=2", "--set", "n_test=64",
         "--set", "n_tune=64", "--set", "n_function_tasks=2", "--set", "grid_points=20", "--set", "d_features=8",
@@ -34,14 +30,3 @@ def test_sine_run_writes_metrics_curves_and_figures(sine_run):
     text = (sine_run / "functions.csv").read_text()
     assert "truth" in text and "context" in text and "mlp+lsa (trained)" in text
     assert "prop2_own_features" in (sine_run / "curves.csv").read_text()
-
-
-def test_trained_readout_kernel_of_the_construction_is_eta_over_n_identity():
-    """For the Prop. 1 weights on features, ŷ = (η/N) Σ y_i m_iᵀ m_q, so S = (η/N) I."""
-    m = feature_lsa_model(FeatureMapConfig(d_features=6, hidden=8)).double()
-    constructed = feature_gd_model(m.feature_map, 1, 6, 1, 10, 0.7)
-    torch.testing.assert_close(trained_readout_kernel(constructed), 0.07 * torch.eye(6, dtype=torch.float64))
-    S = torch.diag(torch.tensor([2.0, 1.0, -1.0], dtype=torch.float64))
-    part, lost = psd_part(S)
-    torch.testing.assert_close(part, torch.diag(torch.tensor([2.0, 1.0, 0.0], dtype=torch.float64)))
-    assert lost == pytest.approx(0.25)

@@ -8,14 +8,14 @@ context tokens' y slots then hold y_i - (W_k - W0) x_i.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
 from icl_gd.errors import ConfigError
 from icl_gd.gd import gd_predictions_per_step, gd_weights_per_step
 from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
-from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
+from icl_gd.tasks import LinearRegressionTask, RegressionBatch, Stream, UniformInputs
 from icl_gd.tokens import ConcatLayout
 
 from .verify import CheckResult, IdentityCheck, compare, merge
@@ -46,6 +46,18 @@ def gd_step_weights(
     return LSAWeights(W_Q=heads(W_KQ), W_K=heads(W_KQ), W_V=heads(W_V), P=heads(P))
 
 
+def stacked_model(layers: Sequence[LSAWeights], d_y: int, recurrent: bool = False,
+                  dtype: torch.dtype = torch.float64) -> LSAModel:
+    """An LSA model of len(layers) layers loaded with ``layers`` (each (H, D, D) blocks); ``recurrent``: one tied
+    layer applied len(layers) times, which must then all be the same weights (the first is loaded)."""
+    if not layers:
+        raise ConfigError("a constructed model needs at least one layer")
+    config = LSAConfig(d_model=layers[0].W_Q.shape[-1], d_y=d_y, n_layers=len(layers), recurrent=recurrent,
+                       n_heads=layers[0].n_heads)
+    model = LSAModel(config).to(dtype)
+    return model.load_weights(list(layers[:1]) if recurrent else list(layers))
+
+
 def gd_model(
     d_x: int, d_y: int, n_context: int, etas: Sequence[float], recurrent: bool = False,
     W0: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
@@ -56,10 +68,8 @@ def gd_model(
         raise ConfigError("gd_model needs at least one step size")
     if recurrent and len(set(etas)) != 1:
         raise ConfigError(f"a recurrent (tied) model takes one η, got {etas}")
-    config = LSAConfig(d_model=d_x + d_y, d_y=d_y, n_layers=len(etas), recurrent=recurrent)
-    model = LSAModel(config).to(dtype)
-    weights = [gd_step_weights(d_x, d_y, n_context, eta, W0, dtype=dtype) for eta in etas]
-    return model.load_weights(weights[:1] if recurrent else weights)
+    return stacked_model([gd_step_weights(d_x, d_y, n_context, eta, W0, dtype=dtype) for eta in etas], d_y,
+                         recurrent, dtype)
 
 
 def tokens_with_initial_prediction(tokens: torch.Tensor, d_x: int, W0: torch.Tensor | None) -> torch.Tensor:
@@ -69,6 +79,30 @@ def tokens_with_initial_prediction(tokens: torch.Tensor, d_x: int, W0: torch.Ten
     tokens = tokens.clone()
     tokens[:, -1, d_x:] = -(tokens[:, -1, :d_x] @ W0.to(tokens).T)
     return tokens
+
+
+def states_per_layer(model: LSAModel, batch: RegressionBatch, W0: torch.Tensor | None = None) -> torch.Tensor:
+    """(L+1, B, N+1, D) token states of a constructed model on ``batch``'s concatenated tokens, before and after
+    each of its L layers, with the query's y slot started at -W0 x_q."""
+    d_x = batch.x.shape[-1]
+    tokens = tokens_with_initial_prediction(ConcatLayout(d_x, batch.y.shape[-1]).tokens(batch), d_x, W0)
+    _, states = model(tokens, return_tokens=True)
+    return torch.stack(states)
+
+
+def predictions_per_layer(model: LSAModel, batch: RegressionBatch, W0: torch.Tensor | None = None) -> torch.Tensor:
+    """(L+1, B, d_y) query predictions ŷ = -(query's y slot) of ``states_per_layer``."""
+    return -states_per_layer(model, batch, W0)[:, :, -1, batch.x.shape[-1]:]
+
+
+def check_batch(d_x: int, d_y: int, n_context: int, batch: int, seed: int, with_W0: bool, inputs_width: float = 2.0,
+                dtype: torch.dtype = torch.float64) -> tuple[RegressionBatch, torch.Tensor | None]:
+    """A test batch of regression tasks (inputs U(-width/2, width/2)) and, ``with_W0``, a random small W0."""
+    task = LinearRegressionTask(d=d_x, n_context=n_context, d_y=d_y, inputs=UniformInputs(inputs_width))
+    data = task.sample(batch, seed=seed, stream=Stream.TEST, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed)
+    W0 = torch.randn(d_y, d_x, generator=gen, dtype=dtype) * 0.1 if with_W0 else None
+    return data, W0
 
 
 # ---------------------------------------------------------------------------------------------------- checks
@@ -94,16 +128,10 @@ def check_k_steps(
     seed: int, inputs_width: float = 2.0, dtype: torch.dtype = torch.float64, tolerance: float = 1e-12,
 ) -> CheckResult:
     """Query predictions after every layer against explicit GD after every step."""
-    task = LinearRegressionTask(d=d_x, n_context=n_context, d_y=d_y, inputs=UniformInputs(inputs_width))
-    data = task.sample(batch, seed=seed, stream=Stream.TEST, dtype=dtype)
-    gen = torch.Generator().manual_seed(seed)
-    W0 = torch.randn(d_y, d_x, generator=gen, dtype=dtype) * 0.1 if with_W0 else None
-    tokens = tokens_with_initial_prediction(ConcatLayout(d_x, d_y).tokens(data), d_x, W0)
+    data, W0 = check_batch(d_x, d_y, n_context, batch, seed, with_W0, inputs_width, dtype)
     model = gd_model(d_x, d_y, n_context, etas, recurrent=recurrent, W0=W0, dtype=dtype)
-    _, states = model(tokens, return_tokens=True)
-    got = torch.stack([-s[:, -1, d_x:] for s in states])
     want = gd_predictions_per_step(data.x_context, data.y_context, data.x_query, etas, W0)
-    return compare(got, want, tolerance)
+    return compare(predictions_per_layer(model, data, W0), want, tolerance)
 
 
 def authors_demo_check(dtype: torch.dtype = torch.float64, tolerance: float = 1e-12) -> CheckResult:
@@ -112,11 +140,18 @@ def authors_demo_check(dtype: torch.dtype = torch.float64, tolerance: float = 1e
                          inputs_width=2.0, dtype=dtype, tolerance=tolerance)
 
 
+def random_shapes(seed: int, n_trials: int, high: int = 16) -> Iterator[tuple[int, int, int, int, torch.Generator]]:
+    """(trial, d_x, d_y, N, generator) for ``n_trials`` random sizes in [1, high), all drawn from one generator,
+    which the caller goes on drawing a trial's other parameters from."""
+    gen = torch.Generator().manual_seed(seed)
+    for trial in range(n_trials):
+        d_x, d_y, n = (int(v) for v in torch.randint(1, high, (3,), generator=gen))
+        yield trial, d_x, d_y, n, gen
+
+
 def _random_shapes_check() -> CheckResult:
-    gen = torch.Generator().manual_seed(1234)
     results = []
-    for trial in range(20):
-        d_x, d_y, n = (int(v) for v in torch.randint(1, 16, (3,), generator=gen))
+    for trial, d_x, d_y, n, gen in random_shapes(1234, 20):
         eta = float(torch.rand((), generator=gen) * 2)
         results.append(check_one_step(d_x, d_y, n, 8, eta, with_W0=bool(trial % 2), seed=trial))
     return merge(results)
