@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT))
 
 from icl_gd.feature_models import MetaLearnedReadout, feature_lsa_model  # noqa: E402
 from icl_gd.lsa import LSAModel  # noqa: E402
+from icl_gd.metrics import query_loss  # noqa: E402
 from icl_gd.separate_tokens import SeparateTokenModel, copy_analysis  # noqa: E402
 from icl_gd.sine import SineTokenTask  # noqa: E402
 from icl_gd.tasks import Stream  # noqa: E402
 from icl_gd.tokens import ConcatTokenTask  # noqa: E402
-from icl_gd.training import query_loss  # noqa: E402
 from studies.separate_tokens import SeparateTokensConfig  # noqa: E402
 from studies.sine import SineConfig  # noqa: E402
 from studies.softmax_heads import SoftmaxHeadsConfig  # noqa: E402

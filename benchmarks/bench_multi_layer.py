@@ -4,8 +4,8 @@
                                            [--compile]
 
 1. Throughput (training steps per second, data sampling, clipping and AdamW included, no evaluation) of S seeds
-   trained as one batched model (``icl_gd.ensemble``) against S lone ``training.train`` runs one after the
-   other, for the default recurrent K = 2 model at batch 2048. Target: >= 3x for 5 seeds.
+   trained as one batched model (``training.train`` with S models) against S lone ``training.train`` runs
+   one after the other, for the default recurrent K = 2 model at batch 2048. Target: >= 3x for 5 seeds.
 2. ``--study``: wall time of ``icl-gd run multi-layer --set recurrent=true`` (defaults: K = 2, 5000 steps,
    3 seeds batched), a fresh process as a user runs it. Target: <= 60 s on the 2-core CI machine.
 3. ``--study-50k``: wall time of the non-recurrent K = 2 study at the authors' 50 000 steps, one seed.
@@ -33,7 +33,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.ensemble import train_ensemble  # noqa: E402
 from icl_gd.lsa import LSAConfig, LSAModel  # noqa: E402
 from icl_gd.tasks import LinearRegressionTask  # noqa: E402
 from icl_gd.tokens import ConcatTokenTask  # noqa: E402
@@ -47,15 +46,15 @@ def throughput(n_seeds: int, n_steps: int, compile: bool, layers: int = 2,
     train_config = authors_train_config(layers, recurrent, steps=n_steps, eval_every=n_steps, compile=compile)
     seeds = list(range(n_seeds))
     warm = authors_train_config(layers, recurrent, steps=3, compile=compile)
-    train(LSAModel(config), task, warm, 0)  # lazy imports (the optimiser's) and allocator warm-up, untimed
-    train_ensemble([LSAModel(config, seed=s) for s in seeds], task, warm, seeds)
+    train([LSAModel(config)], task, warm, [0])  # lazy imports (the optimiser's) and allocator warm-up, untimed
+    train([LSAModel(config, seed=s) for s in seeds], task, warm, seeds)
 
     start = time.perf_counter()
     for seed in seeds:
-        train(LSAModel(config, seed=seed), task, train_config, seed)
+        train([LSAModel(config, seed=seed)], task, train_config, [seed])
     sequential = time.perf_counter() - start
     start = time.perf_counter()
-    train_ensemble([LSAModel(config, seed=s) for s in seeds], task, train_config, seeds)
+    train([LSAModel(config, seed=s) for s in seeds], task, train_config, seeds)
     batched = time.perf_counter() - start
     return {
         "seeds": n_seeds, "steps": n_steps,

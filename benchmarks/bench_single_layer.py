@@ -33,12 +33,12 @@ def time_training_steps(n_steps: int, batch_size: int = 2048, repeats: int = 9) 
     prefetcher on), each repeat a fresh ``n_steps``-step run without evaluation; one value per repeat."""
     task = ConcatTokenTask(LinearRegressionTask())
     config = TrainConfig(steps=n_steps, batch_size=batch_size, eval_every=10 * n_steps, checkpoint_every=10 * n_steps)
-    train(LSAModel(LSAConfig(d_model=11)), task, TrainConfig(steps=20, batch_size=batch_size), seed=0)  # warm-up
+    train([LSAModel(LSAConfig(d_model=11))], task, TrainConfig(steps=20, batch_size=batch_size), [0])  # warm-up
     times = []
     for repeat in range(repeats):
         model = LSAModel(LSAConfig(d_model=11), seed=repeat)
         start = time.perf_counter()
-        train(model, task, config, seed=repeat)
+        train([model], task, config, [repeat])
         times.append((time.perf_counter() - start) * 1e3 / n_steps)
     return times
 

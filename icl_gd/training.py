@@ -1,7 +1,10 @@
-"""Training on fresh tasks every step, with exact resume from checkpoints.
+"""Training on fresh tasks every step, with exact resume from checkpoints: one loop for one model or many seeds.
 
 A ``TokenTask`` hands out the batch for any step as a pure function of (seed, step), so a resumed run sees the
 same data as an uninterrupted one, and, with the model and optimiser state restored, ends with the same numbers.
+Several seeds train as one batched model (``ensemble.SeedEnsemble``): the loss is the sum of the per-seed losses,
+so each seed's gradient is its lone run's; clipping is per seed and Adam(W) is elementwise, so every seed follows
+its lone run's trajectory up to float round-off in the batched kernels. Shapes: S seeds, B tasks, T tokens.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing, contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -21,7 +24,9 @@ import torch
 from torch import nn
 
 from .config import require_non_negative, require_positive, require_positive_ints
+from .ensemble import SeedEnsemble, clip_grad_norm_per_member
 from .errors import ConfigError, DivergenceError
+from .metrics import query_loss
 from .results import atomic_write_bytes, to_jsonable
 
 
@@ -72,11 +77,6 @@ def authors_train_config(n_layers: int, recurrent: bool, **overrides: Any) -> Tr
     return TrainConfig(**settings)
 
 
-def query_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """0.5 · mean over tasks of ‖ŷ - y‖² (PROTOCOL's loss)."""
-    return 0.5 * ((prediction - target) ** 2).sum(-1).mean()
-
-
 def compiled_if(enabled: bool, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``fn`` itself, or ``torch.compile(fn)`` when enabled. Inductor builds its kernels at the first call (about
     15 s on a 2-core CPU; cached on disk for later runs) and needs a C++ compiler there: a failure to build is
@@ -117,29 +117,9 @@ def config_fingerprint(*configs: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def save_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: TrainState,
-                    fingerprint: str) -> None:
-    buffer = io.BytesIO()
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": state.step,
-                "history": state.history, "fingerprint": fingerprint}, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def load_checkpoint(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-                    fingerprint: str) -> TrainState | None:
-    """Restore model and optimiser from ``path`` if it exists and belongs to the same settings."""
-    if path is None or not Path(path).exists():
-        return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
-    if payload.get("fingerprint") != fingerprint:
-        return None
-    model.load_state_dict(payload["model"])
-    optimizer.load_state_dict(payload["optimizer"])
-    return TrainState(step=payload["step"], history=payload["history"])
-
-
-def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
+def make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW with the config's learning rate, betas and weight decay."""
+    return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2),
                              weight_decay=config.weight_decay)
 
 
@@ -176,65 +156,212 @@ def prefetched(fetch: Callable[[int], T], steps: range) -> Iterator[T]:
             yield batch
 
 
+class _Trainee(Protocol):
+    """What the loop trains: S members, each with its own seed's data, loss and gradient clipping."""
+
+    def parameters(self) -> list[torch.Tensor]: ...
+
+    def batch(self, task: TokenTask, batch_size: int, seeds: Sequence[int], step: int,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """(S,): each member's ``query_loss`` on its own batch."""
+
+    def clip_(self, max_norm: float) -> None: ...
+
+    def member(self, index: int) -> AbstractContextManager[nn.Module]:
+        """Member ``index`` as an ordinary module in eval mode, for evaluation."""
+
+    def state(self) -> dict[str, torch.Tensor]: ...
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None: ...
+
+    def train_mode(self) -> None: ...
+
+    def finish(self) -> None:
+        """Leave the trained weights in the caller's models, in eval mode."""
+
+
+class _LoneModel:
+    """One model, trained as a plain module (no vmap): tokens (B, T, D), targets (B, d_y)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.params = list(model.parameters())
+
+    def parameters(self) -> list[torch.Tensor]:
+        return self.params
+
+    def batch(self, task: TokenTask, batch_size: int, seeds: Sequence[int], step: int,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        (seed,) = seeds
+        return task.train_batch(batch_size, seed, step, device, self.params[0].dtype)
+
+    def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return query_loss(self.model(tokens), targets).reshape(1)
+
+    def clip_(self, max_norm: float) -> None:
+        nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+
+    @contextmanager
+    def member(self, index: int) -> Iterator[nn.Module]:
+        self.model.eval()
+        try:
+            yield self.model
+        finally:
+            self.model.train()
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.model.state_dict()
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state)
+
+    def train_mode(self) -> None:
+        self.model.train()
+
+    def finish(self) -> None:
+        self.model.eval()
+
+
+class _StackedModels:
+    """S models stacked along a leading seed axis and vmapped: tokens (S, B, T, D), targets (S, B, d_y)."""
+
+    def __init__(self, models: Sequence[nn.Module]) -> None:
+        self.models = list(models)
+        self.ensemble = SeedEnsemble(models)
+
+    def parameters(self) -> list[torch.Tensor]:
+        return self.ensemble.parameters()
+
+    def batch(self, task: TokenTask, batch_size: int, seeds: Sequence[int], step: int,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each seed's own batch for ``step``, as its lone run sees it, stacked."""
+        dtype = self.parameters()[0].dtype
+        pairs = [task.train_batch(batch_size, seed, step, device, dtype) for seed in seeds]
+        return torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs])
+
+    def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return query_loss(self.ensemble(tokens), targets)
+
+    def clip_(self, max_norm: float) -> None:
+        clip_grad_norm_per_member(self.parameters(), max_norm)
+
+    @contextmanager
+    def member(self, index: int) -> Iterator[nn.Module]:
+        yield self.ensemble.member(index)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.ensemble.state_dict()
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.ensemble.load_state_dict(state)
+
+    def train_mode(self) -> None:
+        self.ensemble.template.train()
+
+    @torch.no_grad()
+    def finish(self) -> None:
+        for i, model in enumerate(self.models):
+            model.load_state_dict(self.ensemble.member(i).state_dict())
+            model.eval()
+
+
+def _save_checkpoint(path: Path, trainee: _Trainee, optimizer: torch.optim.Optimizer, states: list[TrainState],
+                     fingerprint: str) -> None:
+    """One file for all members: parameters and buffers by name ((S, ...) when stacked), the optimiser, the
+    step, each seed's history, the fingerprint and the number of members."""
+    buffer = io.BytesIO()
+    torch.save({"params": trainee.state(), "optimizer": optimizer.state_dict(), "step": states[0].step,
+                "histories": [s.history for s in states], "fingerprint": fingerprint, "members": len(states)},
+               buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _load_checkpoint(path: Path | None, trainee: _Trainee, optimizer: torch.optim.Optimizer, fingerprint: str,
+                     members: int) -> list[TrainState] | None:
+    """Restore ``trainee`` and ``optimizer`` from ``path`` if it exists and belongs to the same settings and
+    number of members; otherwise None (a fresh start)."""
+    if path is None or not Path(path).exists():
+        return None
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    if payload.get("fingerprint") != fingerprint or payload.get("members") != members:
+        return None
+    trainee.load_state(payload["params"])
+    optimizer.load_state_dict(payload["optimizer"])
+    return [TrainState(step=payload["step"], history=h) for h in payload["histories"]]
+
+
 def train(
-    model: nn.Module,
+    models: Sequence[nn.Module],
     task: TokenTask,
     config: TrainConfig,
-    seed: int,
+    seeds: Sequence[int],
     *,
     device: torch.device = torch.device("cpu"),
-    evaluate: Callable[[nn.Module, int], list[dict[str, Any]]] | None = None,
+    evaluate: Callable[[nn.Module, int, int], list[dict[str, Any]]] | None = None,
     checkpoint_path: Path | None = None,
     fingerprint: str = "",
     progress: bool = False,
     description: str = "train",
-) -> TrainState:
-    """Train ``model`` (already on ``device``) for ``config.steps`` steps on fresh batches of ``task``.
+) -> list[TrainState]:
+    """Train ``models[i]`` (already on ``device``; in place, ending in eval mode) for ``config.steps`` steps on
+    fresh batches of ``task`` drawn with ``seeds[i]``; return each seed's state.
 
-    ``evaluate(model, step)`` runs at step 0, every ``eval_every`` steps and at the end; it returns tidy rows
-    (dicts) that are collected in ``TrainState.history``. Checkpoints every ``checkpoint_every`` steps and at the
-    end; an existing checkpoint with the same ``fingerprint`` is resumed. A non-finite loss raises
-    ``DivergenceError``.
+    One model trains as a plain module; several train at once as one stacked, vmapped model, each seed equal to
+    its lone run. ``evaluate(model, step, seed)`` runs for each seed at step 0, every ``eval_every`` steps and
+    at the end, on the model itself (lone) or a standalone copy of its member (stacked), in eval mode; its tidy
+    rows go to that seed's ``TrainState.history``. Checkpoints (all seeds in one file) every
+    ``checkpoint_every`` steps and at the end; an existing checkpoint with the same ``fingerprint`` and number
+    of models is resumed exactly. A non-finite loss raises ``DivergenceError`` naming the step and the seeds.
     """
-    optimizer = make_optimizer(model, config)
-    dtype = next(model.parameters()).dtype
-    state = load_checkpoint(checkpoint_path, model, optimizer, fingerprint) or TrainState()
-    params = [p for p in model.parameters() if p.requires_grad]
+    models, seeds = list(models), list(seeds)
+    if not models or len(models) != len(seeds):
+        raise ConfigError(f"got {len(models)} models for {len(seeds)} seeds; need one model per seed")
+    trainee: _Trainee = _LoneModel(models[0]) if len(models) == 1 else _StackedModels(models)
+    optimizer = make_optimizer(trainee.parameters(), config)
+    states = (_load_checkpoint(checkpoint_path, trainee, optimizer, fingerprint, len(seeds))
+              or [TrainState() for _ in seeds])
+    step = states[0].step
 
-    def run_eval(step: int) -> None:
-        if evaluate is not None and not any(r.get("step") == step for r in state.history):
-            model.eval()
-            state.history.extend(evaluate(model, step))
-            model.train()
+    def run_eval(at: int) -> None:
+        if evaluate is None:
+            return
+        for i, (seed, state) in enumerate(zip(seeds, states)):
+            if not any(r.get("step") == at for r in state.history):
+                with trainee.member(i) as model:
+                    state.history.extend(evaluate(model, at, seed))
 
-    if state.step == 0:
+    if step == 0:
         run_eval(0)
-    model.train()
-    batch_loss = compiled_if(config.compile, lambda tokens, target: query_loss(model(tokens), target))
-    with progress_bar(config.steps, description, progress) as update:
-        update(state.step, float("nan"))
-        def fetch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
-            return task.train_batch(config.batch_size, seed, step, device, dtype)
+    trainee.train_mode()
+    seed_losses = compiled_if(config.compile, trainee.losses)
 
-        with closing(prefetched(fetch, range(state.step, config.steps))) as batches:
-            for tokens, target in batches:
-                loss = batch_loss(tokens, target)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(params, config.grad_clip, foreach=True)
-                optimizer.step()
-                state.step += 1
-                if state.step % config.eval_every == 0 or state.step == config.steps:
-                    value = loss.item()
-                    if not math.isfinite(value):
-                        raise DivergenceError(
-                            f"training diverged at step {state.step} (loss={value}); lower lr or set grad_clip")
-                    update(state.step, value)
-                    run_eval(state.step)
-                if checkpoint_path is not None and (
-                    state.step % config.checkpoint_every == 0 or state.step == config.steps
-                ):
-                    save_checkpoint(checkpoint_path, model, optimizer, state, fingerprint)
-    model.eval()
-    return state
+    def fetch(at: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return trainee.batch(task, config.batch_size, seeds, at, device)
+
+    with (progress_bar(config.steps, description, progress) as update,
+          closing(prefetched(fetch, range(step, config.steps))) as batches):
+        update(step, float("nan"))
+        for tokens, targets in batches:
+            losses = seed_losses(tokens, targets)
+            optimizer.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            if config.grad_clip is not None:
+                trainee.clip_(config.grad_clip)
+            optimizer.step()
+            step += 1
+            for state in states:
+                state.step = step
+            if step % config.eval_every == 0 or step == config.steps:
+                values = losses.detach().tolist()
+                bad = [(s, v) for s, v in zip(seeds, values) if not math.isfinite(v)]
+                if bad:
+                    raise DivergenceError(f"training diverged at step {step} for seed(s) {[s for s, _ in bad]} "
+                                          f"(loss {[v for _, v in bad]}); lower lr or set grad_clip")
+                update(step, sum(values) / len(values))
+                run_eval(step)
+            if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
+                _save_checkpoint(checkpoint_path, trainee, optimizer, states, fingerprint)
+    trainee.finish()
+    return states
