@@ -27,8 +27,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_gd.dual.queries import score_queries  # noqa: E402
-from icl_gd.dual.recorder import PARAMS, STEP_FIELDS, DualRecorder, Provenance, RecordedLayer  # noqa: E402
+from icl_gd.dual.recorder import PARAMS, STEP_FIELDS, DualRecorder, Provenance  # noqa: E402
 from icl_gd.dual.storage import Column, MemoryWriter, open_memory  # noqa: E402
+from icl_gd.dual.training import mlp_layers  # noqa: E402
 from icl_gd.dual.units import dual_layer  # noqa: E402
 
 
@@ -53,9 +54,8 @@ def _train(steps: int, batch: int, root: Path | None, seed: int = 0) -> float:
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     recorder = None
     if root is not None:
-        recorder = DualRecorder([RecordedLayer("input", model[0], compress_by_example=True),
-                                 RecordedLayer("hidden", model[2]), RecordedLayer("output", model[4])],
-                                opt, root, key_dtype="float32", chunk_rows=8192)
+        recorder = DualRecorder(mlp_layers([model[0], model[2], model[4]]), opt, root, key_dtype="float32",
+                                chunk_rows=8192)
     started = time.perf_counter()
     for step in range(steps):
         ids = torch.arange(step * batch, (step + 1) * batch) % n

@@ -18,9 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.config import require_non_negative, require_positive
-from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
+from icl_gd.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.dual.recorder import DualRecorder
 from icl_gd.dual.storage import LayerMemory, open_memory
+from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
 from icl_gd.dual.units import dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 
@@ -53,12 +54,12 @@ class DualCase:
     dtype: torch.dtype = torch.float64
 
     def __post_init__(self) -> None:
-        for name in ("lr", "n_examples", "batch_size", "epochs", "d_in", "hidden", "n_classes"):
-            require_positive(name, getattr(self, name))
-        for name in ("momentum", "dampening", "weight_decay"):
-            require_non_negative(name, getattr(self, name))
+        require_positive_ints(self, "n_examples", "batch_size", "epochs", "d_in", "hidden", "n_classes")
+        require_positive("lr", self.lr)
         if self.clip_norm is not None:
             require_positive("clip_norm", self.clip_norm)
+        for name in ("momentum", "dampening", "weight_decay"):
+            require_non_negative(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -98,21 +99,12 @@ def train_recorded(case: DualCase, root: Path, key_dtype: str = "float64", check
     else:
         opt = torch.optim.Adam(model.parameters(), lr=case.lr * 0.05, weight_decay=case.weight_decay)
     schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=case.schedule_gamma)
-    layers = [RecordedLayer("input", modules[0], compress_by_example=True),
-              RecordedLayer("hidden", modules[1]), RecordedLayer("output", modules[2])]
-    recorder = DualRecorder(layers, opt, root, key_dtype=key_dtype, chunk_rows=40, check_gradients=check_gradients)
-    for epoch in range(case.epochs):
-        order = torch.randperm(case.n_examples, generator=g)
-        for start in range(0, case.n_examples, case.batch_size):
-            ids = order[start:start + case.batch_size]
-            opt.zero_grad()
-            with recorder.batch(Provenance(ids, y[ids], task=0, epoch=epoch)):
-                loss = nn.functional.cross_entropy(model(x[ids]), y[ids], reduction=case.reduction)
-                loss.backward()
-            if case.clip_norm is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), case.clip_norm)
-            opt.step()
-            schedule.step()
+    recorder = DualRecorder(mlp_layers(modules), opt, root, key_dtype=key_dtype, chunk_rows=40,
+                            check_gradients=check_gradients)
+    data = TrainingSet(x, y, example=torch.arange(case.n_examples),
+                       task=torch.zeros(case.n_examples, dtype=torch.int64))
+    loop = EpochLoop(case.epochs, case.batch_size, case.clip_norm, schedule_every="step", reduction=case.reduction)
+    train_epochs(RecordedSGD(model, opt, schedule, recorder), data, loop, g)
     recorder.close()
     return RecordedRun(model, modules, x, y, open_memory(root))
 

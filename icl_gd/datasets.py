@@ -15,7 +15,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -48,6 +48,10 @@ class ImageDataset:
     @property
     def n_features(self) -> int:
         return int(self.train_x.shape[1])
+
+    def first_train(self, n: int | None) -> ImageDataset:
+        """The first ``n`` training images (all when ``None``); the test split is unchanged."""
+        return self if n is None else replace(self, train_x=self.train_x[:n], train_y=self.train_y[:n])
 
 
 def load_digits_dataset() -> ImageDataset:
@@ -142,6 +146,13 @@ def load_dataset(name: str, fashion_mnist_dir: Path | str = FASHION_MNIST_DIR) -
     if name == "mnist-subset":
         return load_mnist_subset()
     raise ConfigError(f"unknown dataset {name!r}; known: digits, fashion-mnist, mnist-subset")
+
+
+def resolve_dataset(name: str, fashion_mnist_dir: Path | str = FASHION_MNIST_DIR) -> str:
+    """``auto`` is Fashion-MNIST when its files are in ``fashion_mnist_dir``, digits otherwise; other names stay."""
+    if name != "auto":
+        return name
+    return "fashion-mnist" if fashion_mnist_available(fashion_mnist_dir) else "digits"
 
 
 def fashion_mnist_available(directory: Path | str = FASHION_MNIST_DIR) -> bool:

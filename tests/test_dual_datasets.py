@@ -102,3 +102,19 @@ def test_unknown_dataset_and_permutation():
     np.testing.assert_array_equal(np.sort(p.train_x, 1), np.sort(d.train_x, 1))
     assert not np.array_equal(p.train_x, d.train_x)
     np.testing.assert_array_equal(datasets.permuted(d, seed=3).test_x, p.test_x)
+
+
+def test_auto_dataset_is_fashion_mnist_only_where_its_files_are(tmp_path):
+    assert datasets.resolve_dataset("auto", tmp_path) == "digits"
+    _fake_fashion(tmp_path, gz=True)
+    assert datasets.resolve_dataset("auto", tmp_path) == "fashion-mnist"
+    assert datasets.resolve_dataset("mnist-subset", tmp_path) == "mnist-subset"
+
+
+def test_first_train_keeps_the_test_split():
+    d = datasets.load_digits_dataset()
+    head = d.first_train(10)
+    np.testing.assert_array_equal(head.train_x, d.train_x[:10])
+    np.testing.assert_array_equal(head.train_y, d.train_y[:10])
+    assert head.test_x.shape == d.test_x.shape and head.name == d.name
+    assert d.first_train(None).train_x.shape == d.train_x.shape

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from icl_gd.dual import storage
+from icl_gd import results
 from icl_gd.dual.storage import Column, MemoryWriter, open_memory
 from icl_gd.errors import ConfigError, DatasetNotFoundError
 
@@ -70,16 +70,15 @@ def test_failed_chunk_write_leaves_manifest_and_no_final_file(tmp_path, monkeypa
     w.append("fc1", "rows", _rows(rng, 4, 0))
     before = (tmp_path / "mem" / "manifest.json").read_text()
     calls = {"n": 0}
-    real_save = np.save
+    real_fsync = results.os.fsync
 
-    def failing_save(handle, array, allow_pickle=False):
+    def failing_fsync(fd):
         calls["n"] += 1
-        if calls["n"] == 2:  # die half-way through the chunk's columns
-            handle.write(b"\x93NUMPY partial")
+        if calls["n"] == 2:  # die half-way through the chunk's columns, the second file's bytes already written
             raise OSError("disk full")
-        real_save(handle, array, allow_pickle=allow_pickle)
+        real_fsync(fd)
 
-    monkeypatch.setattr(storage.np, "save", failing_save)
+    monkeypatch.setattr(results.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="disk full"):
         w.append("fc1", "rows", _rows(rng, 4, 4))
     assert (tmp_path / "mem" / "manifest.json").read_text() == before

@@ -10,11 +10,11 @@ import torch
 from typer.testing import CliRunner
 
 from cli import app
-from icl_gd.config import apply_overrides
+from icl_gd.config import apply_overrides, describe
 from icl_gd.errors import ConfigError
-from studies import get_study
 from icl_gd.study import RunContext
-from studies.dual_form import DualFormConfig, resolve_dataset
+from studies import get_study
+from studies.dual_form import DualFormConfig
 
 TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
         "train_examples=128"]
@@ -45,7 +45,7 @@ def test_cli_runs_all_three_settings(tmp_path):
     assert header == "step,seed,model,metric,value"
     assert "task0" in (out / "removal.csv").read_text()
     config = json.loads((out / "config.json").read_text())["config"]
-    assert config["steps"] == 6 and config["seeds"] == 1
+    assert config["training"]["steps"] == 6 and config["seeds"] == 1
 
 
 def test_same_seed_same_numbers(tmp_path):
@@ -60,9 +60,33 @@ def test_same_seed_same_numbers(tmp_path):
     assert results[0] == results[1]
 
 
+def test_metrics_reduce_over_seeds(tmp_path):
+    """Mean over seeds for every metric, except the worst-case verification error: the max over seeds."""
+    study = get_study("dual-form")
+    config = apply_overrides(study.default_config(), TINY + ["settings=single", "steps=3", "seeds=2"])
+    mean = study.run(config, RunContext(tmp_path, torch.device("cpu"), progress=False))
+    seeds = json.loads((tmp_path / "metrics.json").read_text())["seeds"]
+    assert sorted(seeds) == ["0", "1"]
+    accuracies = [seeds[s]["single.test_accuracy"] for s in ("0", "1")]
+    assert accuracies[0] != accuracies[1]  # two different seeds, so the mean below is a real average
+    assert mean["test_accuracy"] == pytest.approx(sum(accuracies) / 2, abs=1e-15)
+    errors = [seeds[s]["verify_max_rel_error"] for s in ("0", "1")]
+    assert mean["verify_max_rel_error"] == max(errors)
+
+
+def test_every_config_key_is_documented():
+    rows = describe(DualFormConfig())
+    assert {"data.dataset", "training.steps", "analysis.top_k", "seeds"} <= {key for key, _, _ in rows}
+    assert [key for key, _, doc in rows if not doc] == []
+
+
 @pytest.mark.parametrize("override,match", [
-    ("hidden=0", "hidden must be positive"),
-    ("epochs=-1", "epochs must be positive"),
+    ("hidden=0", "hidden must be a positive integer"),
+    ("epochs=-1", "epochs must be a positive integer"),
+    ("seeds=0", "seeds must be a positive integer"),
+    ("top_k=0", "top_k must be a positive integer"),
+    ("train_examples=0", "train_examples must be a positive integer"),
+    ("momentum=-0.5", "momentum must be non-negative"),
     ("lr=0", "lr must be positive"),
     ("steps=0", "steps must be positive"),
     ("settings=single,forever", "settings=single,forever"),
@@ -72,11 +96,6 @@ def test_same_seed_same_numbers(tmp_path):
 def test_bad_config_is_a_config_error(override, match):
     with pytest.raises(ConfigError, match=match):
         apply_overrides(DualFormConfig(), [override])
-
-
-def test_auto_dataset_falls_back_to_digits(tmp_path):
-    assert resolve_dataset(DualFormConfig(fashion_mnist_dir=str(tmp_path))) == "digits"
-    assert resolve_dataset(DualFormConfig(dataset="mnist-subset")) == "mnist-subset"
 
 
 def test_cli_reports_missing_dataset_in_one_line(tmp_path):

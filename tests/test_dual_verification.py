@@ -244,10 +244,22 @@ def test_recorder_does_not_change_training(tmp_path):
 
 
 def test_case_validation():
-    with pytest.raises(ConfigError, match="hidden must be positive"):
+    with pytest.raises(ConfigError, match="hidden must be a positive integer"):
         DualCase(hidden=0)
+    with pytest.raises(ConfigError, match="lr must be positive"):
+        DualCase(lr=0.0)
     with pytest.raises(ConfigError, match="momentum must be non-negative"):
         DualCase(momentum=-0.1)
     with pytest.raises(ConfigError, match="clip_norm"):
         dataclasses.replace(DualCase(), clip_norm=0.0)
-    assert layer_inputs  # imported helper used by verify_run; keep the public name stable
+
+
+def test_layer_inputs_are_each_recorded_module_input(tmp_path):
+    run = train_recorded(DualCase(epochs=1), tmp_path)
+    x = run.inputs[:5]
+    inputs = layer_inputs(run, x)
+    assert [q.shape for q in inputs] == [(5, 6), (5, 8), (5, 8)]
+    np.testing.assert_array_equal(inputs[0], x.numpy())
+    with torch.no_grad():
+        hidden = torch.relu(run.modules[0](x))
+    np.testing.assert_array_equal(inputs[1], hidden.numpy())

@@ -23,20 +23,15 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
-from .units import DualLayer, UnitBlock
+from .units import PROVENANCE_FIELDS, DualLayer, UnitBlock, UnitProvenance
 
 
 @dataclass(frozen=True)
-class TopUnits:
+class TopUnits(UnitProvenance):
     """The k best units per query: every field is ``(nq, k)``; ``row`` indexes the layer's rows table."""
 
     score: np.ndarray
     row: np.ndarray
-    example: np.ndarray
-    label: np.ndarray
-    task: np.ndarray
-    step: np.ndarray
-    epoch: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -86,8 +81,8 @@ class _TopK:
 
     def result(self, provenance: dict[str, np.ndarray], sign: float = 1.0) -> TopUnits:
         rows = self.row.numpy()
-        return TopUnits(sign * self.score.numpy(), rows, *(provenance[f][rows] for f in
-                                                           ("example", "label", "task", "step", "epoch")))
+        return TopUnits(score=sign * self.score.numpy(), row=rows,
+                        **{f: provenance[f][rows] for f in PROVENANCE_FIELDS})
 
 
 def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
@@ -149,7 +144,7 @@ def score_queries(
     att_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
     con_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
     top_att, top_pro, top_opp = _TopK(nq, k), _TopK(nq, k), _TopK(nq, k)
-    provenance: dict[str, list[np.ndarray]] = {f: [] for f in ("example", "label", "task", "step", "epoch")}
+    provenance: dict[str, list[np.ndarray]] = {f: [] for f in PROVENANCE_FIELDS}
     np_dtype = str(dtype).removeprefix("torch.")
     shared_coefficients = bool(np.array_equal(layer.coef_w, layer.coef_b))
     # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory. The two
@@ -234,7 +229,7 @@ def dense_scores(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray) ->
     if layer.has_bias:
         contribution += np.concatenate([b.bias_value for b in blocks]) @ r.T
     attention = np.abs(raw + (1.0 if layer.has_bias else 0.0))
-    prov = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in ("example", "label", "task", "step", "epoch")}
+    prov = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in PROVENANCE_FIELDS}
     return attention, contribution, prov
 
 

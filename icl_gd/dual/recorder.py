@@ -103,7 +103,6 @@ class DualRecorder:
         value_dtype: str | None = None,
         chunk_rows: int = 16384,
         check_gradients: bool = False,
-        durable: bool = False,
     ) -> None:
         if not layers:
             raise ConfigError("DualRecorder needs at least one layer")
@@ -123,7 +122,7 @@ class DualRecorder:
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype or ("float64" if model_dtype == torch.float64 else "float32")
         self.check_gradients = check_gradients
-        self.writer = MemoryWriter(root, chunk_rows=chunk_rows, durable=durable)
+        self.writer = MemoryWriter(root, chunk_rows=chunk_rows)
         self.root = self.writer.root
         self.step = 0  # optimizer steps taken since recording began
         self._provenance: Provenance | None = None

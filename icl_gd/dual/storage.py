@@ -14,8 +14,7 @@ never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading n
 
 from __future__ import annotations
 
-import os
-import tempfile
+import io
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DatasetNotFoundError
-from ..results import read_json, write_json
+from ..results import atomic_write_bytes, read_json, write_json
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -43,18 +42,11 @@ class Column:
         return (rows,) if self.width == 0 else (rows, self.width)
 
 
-def _save_npy_atomic(path: Path, array: np.ndarray, durable: bool) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
+    """``array`` as an ``.npy`` file at ``path``, written (and fsynced) under a temporary name, then renamed."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 @dataclass
@@ -67,15 +59,14 @@ class _PendingTable:
 class MemoryWriter:
     """Writes tables chunk by chunk while training runs; at most ``chunk_rows`` rows per table stay in RAM.
 
-    ``durable`` fsyncs every chunk before it is listed (crash-safe against power loss, not only process death).
+    Every chunk is fsynced before it is listed, so the memory survives power loss, not only process death.
     """
 
-    def __init__(self, root: Path | str, chunk_rows: int = 16384, durable: bool = False) -> None:
+    def __init__(self, root: Path | str, chunk_rows: int = 16384) -> None:
         if chunk_rows <= 0:
             raise ConfigError(f"chunk_rows must be positive, got {chunk_rows}")
         self.root = Path(root)
         self.chunk_rows = chunk_rows
-        self.durable = durable
         self.root.mkdir(parents=True, exist_ok=True)
         if (self.root / MANIFEST).exists():
             raise ConfigError(f"{self.root} already holds a dual memory; use a fresh directory")
@@ -136,7 +127,7 @@ class MemoryWriter:
         """A whole array (initial weights, coefficients), written atomically and listed in the manifest."""
         entry = self._layer(layer)
         path = self.root / layer / f"{name}.npy"
-        _save_npy_atomic(path, array, self.durable)
+        _save_npy_atomic(path, array)
         entry["arrays"][name] = path.name
         self._write_manifest()
 
@@ -170,7 +161,7 @@ class MemoryWriter:
             parts = pending.buffers[column.name]
             array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             name = f"{table}-{index:05d}.{column.name}.npy"
-            _save_npy_atomic(self.root / layer / name, array, self.durable)
+            _save_npy_atomic(self.root / layer / name, array)
             files[column.name] = name
             pending.buffers[column.name] = []
         entry["chunks"].append({"rows": pending.rows, "files": files})

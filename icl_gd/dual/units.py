@@ -9,7 +9,7 @@ augmented key [x; 1].
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -62,7 +62,22 @@ def step_coefficients(steps: Table, param: str, upto: int | None = None) -> tupl
 
 
 @dataclass(frozen=True)
-class UnitBlock:
+class UnitProvenance:
+    """Where units came from, one entry per unit: the training example, its label and task, the optimizer step
+    and the epoch. Every field has the same shape: ``(b,)`` for a block, ``(nq, k)`` for per-query top-k lists."""
+
+    example: np.ndarray
+    label: np.ndarray
+    task: np.ndarray
+    step: np.ndarray
+    epoch: np.ndarray
+
+
+PROVENANCE_FIELDS = tuple(f.name for f in fields(UnitProvenance))
+
+
+@dataclass(frozen=True)
+class UnitBlock(UnitProvenance):
     """A block of units: ``key (b, in)``, ``value (b, out)``, ``bias_value (b, out)`` and provenance ``(b,)``.
 
     ``row`` is each unit's global row index in the layer's ``rows`` table.
@@ -72,11 +87,6 @@ class UnitBlock:
     key: np.ndarray
     value: np.ndarray
     bias_value: np.ndarray | None
-    example: np.ndarray
-    label: np.ndarray
-    task: np.ndarray
-    step: np.ndarray
-    epoch: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,7 @@ class DualLayer:
         """Every unit, block by block; keys and values converted to ``dtype``."""
         rows = self.memory.table("rows")
         compressed = bool(self.memory.info["compressed"])
-        names = ["error", "example", "label", "task", "step", "epoch"] + ([] if compressed else ["key"])
+        names = ["error", *PROVENANCE_FIELDS] + ([] if compressed else ["key"])
         if compressed:
             ids, keys = self.compact_keys()
         for start, block in rows.blocks(names, block_rows):

@@ -1,0 +1,133 @@
+"""Train the MLP on the two tasks in one of three settings while recording its dual form.
+
+- ``single``: task 0 only;
+- ``joint``: both tasks shuffled together, on a shared head (task 1's labels after task 0's);
+- ``continual``: task 0's epochs, then task 1's with the same optimizer: the forgetting setting.
+
+Training is float64 SGD with momentum, weight decay, a learning rate decayed after every epoch and optional
+clipping, through the one recorded loop ``training.train_epochs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ..config import require_non_negative, require_positive, require_positive_ints, setting
+from ..errors import ConfigError
+from .classifier import MLP, ClassificationTask, TaskPair, accuracy
+from .recorder import DualRecorder
+from .training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
+
+SETTINGS = ("single", "joint", "continual")
+CURVE_EVERY = 20  # optimizer steps between train_loss rows of the curves
+
+
+def require_settings(settings: Sequence[str]) -> None:
+    """``ConfigError`` unless ``settings`` are distinct names from ``SETTINGS``, at least one."""
+    if not settings:
+        raise ConfigError(f"settings must name at least one of {', '.join(SETTINGS)}")
+    if any(s not in SETTINGS for s in settings) or len(set(settings)) != len(settings):
+        raise ConfigError(f"settings={','.join(settings)} must be distinct values of {', '.join(SETTINGS)}")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The MLP and its recorded SGD training."""
+
+    hidden: int = setting(256, "width of both hidden layers")
+    epochs: int = setting(3, "epochs per task (continual: per phase)")
+    steps: int | None = setting(None, "cap on optimizer steps per task phase (none: every mini-batch)")
+    batch_size: int = setting(32, "images per mini-batch")
+    lr: float = setting(0.1, "initial SGD learning rate")
+    momentum: float = setting(0.9, "SGD heavy-ball momentum")
+    weight_decay: float = setting(1e-4, "SGD (coupled) weight decay")
+    lr_decay: float = setting(0.7, "learning rate × lr_decay after every epoch")
+    clip_norm: float | None = setting(None, "global gradient-norm clipping (none: off)")
+    key_dtype: Literal["auto", "float16", "float32", "float64"] = setting(
+        "auto", "dtype of the stored keys; auto: float64 on digits, float32 otherwise")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "hidden", "epochs", "batch_size")
+        for name in ("lr", "lr_decay") + tuple(n for n in ("steps", "clip_norm") if getattr(self, n) is not None):
+            require_positive(name, getattr(self, name))
+        require_non_negative("momentum", self.momentum)
+        require_non_negative("weight_decay", self.weight_decay)
+
+
+def tasks_in(setting: str, tasks: TaskPair) -> tuple[ClassificationTask, ...]:
+    """The tasks a setting trains on (and is tested on)."""
+    return tasks[:1] if setting == "single" else tasks
+
+
+def phases(setting: str, tasks: TaskPair) -> list[tuple[ClassificationTask, ...]]:
+    """The tasks trained together in each phase of a setting."""
+    return [(t,) for t in tasks] if setting == "continual" else [tasks_in(setting, tasks)]
+
+
+def training_set(tasks: Sequence[ClassificationTask], device: torch.device) -> TrainingSet:
+    """The training images of ``tasks`` in one set, labels on the shared head, ids and task ids beside them."""
+    return TrainingSet(
+        x=torch.as_tensor(np.concatenate([t.data.train_x for t in tasks]), dtype=torch.float64, device=device),
+        y=torch.as_tensor(np.concatenate([t.data.train_y + t.label_offset for t in tasks]), device=device),
+        example=torch.as_tensor(np.concatenate([np.arange(t.n_train) + t.id_offset for t in tasks])),
+        task=torch.as_tensor(np.concatenate([np.full(t.n_train, t.index) for t in tasks])),
+    )
+
+
+@dataclass(frozen=True)
+class TrainedSetting:
+    """A model trained in one setting, its recorded memory at ``memory`` and what training measured."""
+
+    setting: str
+    model: MLP
+    tasks: tuple[ClassificationTask, ...]  # the tasks it was trained on
+    n_epochs: int  # over all phases: the epoch ids in the memory are 0 .. n_epochs - 1
+    memory: Path
+    accuracies: dict[str, float]  # task<i>_accuracy, test_accuracy (their mean), continual: after task 0
+    curves: list[dict]  # tidy rows: step, seed, model (the setting), metric, value
+
+
+def train_setting(config: TrainingConfig, setting: str, tasks: TaskPair, seed: int, memory: Path,
+                  device: torch.device) -> TrainedSetting:
+    """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``memory``."""
+    generator = torch.Generator().manual_seed(seed)
+    used = tasks_in(setting, tasks)
+    model = MLP(tasks[0].data.n_features, config.hidden, sum(t.n_classes for t in used), generator)
+    model = model.to(torch.float64).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                                weight_decay=config.weight_decay)
+    key_dtype = config.key_dtype if config.key_dtype != "auto" else (
+        "float64" if tasks[0].data.name == "digits" else "float32")
+    recorder = DualRecorder(mlp_layers(model.layers), optimizer, memory, key_dtype=key_dtype, chunk_rows=16384)
+    run = RecordedSGD(model, optimizer, torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay), recorder)
+    loop = EpochLoop(config.epochs, config.batch_size, config.clip_norm, max_steps=config.steps)
+    curves: list[dict] = []
+
+    def row(metric: str, value: float) -> dict:
+        return {"step": recorder.step, "seed": seed, "model": setting, "metric": metric, "value": value}
+
+    def on_step(step: int, loss: torch.Tensor) -> None:
+        if step % CURVE_EVERY == 0:
+            curves.append(row("train_loss", loss.item()))
+
+    def on_epoch(epoch: int) -> None:
+        curves.extend(row(f"test_accuracy_task{t.index}", accuracy(model, t)) for t in used)
+
+    accuracies: dict[str, float] = {}
+    for phase, phase_tasks in enumerate(phases(setting, tasks)):
+        train_epochs(run, training_set(phase_tasks, device), loop, generator, first_epoch=phase * config.epochs,
+                     on_step=on_step, on_epoch=on_epoch, label=f"{setting}/seed {seed}")
+        if setting == "continual" and phase == 0:
+            accuracies["task0_accuracy_after_task0"] = accuracy(model, tasks[0])
+    recorder.close()
+    for t in used:
+        accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
+    accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
+    n_epochs = config.epochs * len(phases(setting, tasks))
+    return TrainedSetting(setting, model, used, n_epochs, memory, accuracies, curves)

@@ -1,0 +1,108 @@
+"""The one recorded training loop: epochs of shuffled mini-batches, each run inside ``recorder.batch``.
+
+Every dual-form run (the study's MLP on images, the float64 identity checks on random data) trains through
+``train_epochs``. What differs between them is a parameter of ``EpochLoop`` (schedule stepped per optimizer step
+or per epoch, a cap on steps, loss reduction, clipping) or a callback (curves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ..errors import DivergenceError
+from .recorder import DualRecorder, Provenance, RecordedLayer
+
+LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
+
+
+def mlp_layers(modules: Sequence[nn.Linear]) -> list[RecordedLayer]:
+    """The three linear layers of an MLP, named ``LAYERS``. The input layer's keys are the training inputs
+    themselves, which never change, so that layer stores one key per example."""
+    first, *rest = modules
+    return [RecordedLayer(LAYERS[0], first, compress_by_example=True),
+            *(RecordedLayer(name, m) for name, m in zip(LAYERS[1:], rest, strict=True))]
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """Labelled examples with provenance: ``x (N, D)`` and class ids ``y (N,)`` on the model's device, example
+    ids ``example (N,)`` and task ids ``task (N,)`` (int64, CPU)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    example: torch.Tensor
+    task: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class RecordedSGD:
+    """A model trained by ``optimizer`` (its learning rate set by ``schedule``) while ``recorder`` records it."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    schedule: torch.optim.lr_scheduler.LRScheduler
+    recorder: DualRecorder
+
+
+@dataclass(frozen=True)
+class EpochLoop:
+    """How one call of ``train_epochs`` walks the data. ``max_steps`` caps the optimizer steps of the call: the
+    remaining epochs still draw their permutation and step an epoch schedule, but take no optimizer step."""
+
+    epochs: int
+    batch_size: int
+    clip_norm: float | None = None  # global gradient-norm clipping before every step
+    max_steps: int | None = None
+    schedule_every: Literal["step", "epoch"] = "epoch"
+    reduction: Literal["mean", "sum"] = "mean"  # of the cross-entropy over a mini-batch
+
+
+def train_epochs(
+    run: RecordedSGD,
+    data: TrainingSet,
+    loop: EpochLoop,
+    generator: torch.Generator,
+    first_epoch: int = 0,
+    on_step: Callable[[int, torch.Tensor], None] | None = None,
+    on_epoch: Callable[[int], None] | None = None,
+    label: str = "training",
+) -> None:
+    """Train ``run.model`` on ``data`` for ``loop.epochs`` epochs numbered from ``first_epoch``; each epoch's order
+    is ``torch.randperm`` from ``generator``. ``on_step(recorder step, loss)`` follows every optimizer step and
+    ``on_epoch(epoch)`` every epoch (after the schedule). A non-finite loss raises ``DivergenceError``."""
+    steps = 0
+    for epoch in range(first_epoch, first_epoch + loop.epochs):
+        order = torch.randperm(len(data), generator=generator)
+        for start in range(0, len(data), loop.batch_size):
+            if loop.max_steps is not None and steps >= loop.max_steps:
+                break
+            batch = order[start:start + loop.batch_size]
+            on_device = batch.to(data.x.device)
+            run.optimizer.zero_grad()
+            provenance = Provenance(data.example[batch], data.y[on_device], task=data.task[batch], epoch=epoch)
+            with run.recorder.batch(provenance):
+                loss = nn.functional.cross_entropy(run.model(data.x[on_device]), data.y[on_device],
+                                                   reduction=loop.reduction)
+                loss.backward()
+            if not torch.isfinite(loss):
+                raise DivergenceError(f"{label}: training loss became {loss.item()} at step {run.recorder.step}")
+            if loop.clip_norm is not None:
+                nn.utils.clip_grad_norm_(run.model.parameters(), loop.clip_norm)
+            run.optimizer.step()
+            steps += 1
+            if loop.schedule_every == "step":
+                run.schedule.step()
+            if on_step is not None:
+                on_step(run.recorder.step, loss)
+        if loop.schedule_every == "epoch":
+            run.schedule.step()
+        if on_epoch is not None:
+            on_epoch(epoch)
