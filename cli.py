@@ -21,6 +21,22 @@ USAGE_ERRORS = (ConfigError, RunDirectoryError)
 HEADLINE = ("lr_gd", "eta_trained", "cos_sensitivity", "test_accuracy", "verify_max_rel_error")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from icl_gd import __version__
+
+        typer.echo(f"icl-gd {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """icl-gd: attention as gradient descent, run, measured and plotted."""
+
+
 def _fail(exc: BaseException) -> None:
     typer.echo(f"icl-gd: error: {exc}", err=True)
     raise typer.Exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
@@ -90,6 +106,41 @@ def run(
     headline = [k for k in mean if isinstance(mean[k], float) and (k.startswith("loss_") or k in HEADLINE)]
     summary = ", ".join(f"{k}={mean[k]:.4g}" for k in headline[:8])
     typer.echo(f"{study}: wrote {out}  ({summary})")
+
+
+@app.command("config")
+def show_config(
+    study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
+    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), shown resolved."),
+) -> None:
+    """Print every config key of a study: its value (the default, or as --set makes it) and what it means."""
+    from icl_gd.config import apply_overrides, describe
+    from icl_gd.results import to_jsonable
+    from studies import get_study
+
+    try:
+        config = apply_overrides(get_study(study).default_config(), set_)
+    except ICLGDError as exc:
+        _fail(exc)
+    rows = [(key, _show(value), doc) for key, value, doc in describe(config)]
+    width = max(len(k) for k, _, _ in rows)
+    value_width = min(max(len(v) for _, v, _ in rows), 18)
+    for key, value, doc in rows:
+        typer.echo(f"{key:{width}s}  {value:{value_width}s}  {doc}".rstrip())
+    if hasattr(config, "train_config"):
+        resolved = to_jsonable(config.train_config())
+        typer.echo("resolved training: " + ", ".join(f"{k}={_show(v)}" for k, v in resolved.items()))
+
+
+def _show(value) -> str:
+    """A value as --set takes it: none, true/false, comma-separated tuples."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (tuple, list)):
+        return ",".join(_show(v) for v in value)
+    return str(value)
 
 
 @app.command()

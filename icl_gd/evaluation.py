@@ -6,15 +6,13 @@ sensitivities on it, so the alignment of many models (or one model at many steps
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .metrics import Alignment, alignment, predictions_and_sensitivities, regression_loss
-
-Predictor = Callable[[torch.Tensor], torch.Tensor]
+from .metrics import Alignment, Predictor, alignment, predictions_and_sensitivities, regression_loss
 
 
 @dataclass(frozen=True)

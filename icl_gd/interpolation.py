@@ -38,12 +38,14 @@ def interpolate_weights(trained: LSAWeights, constructed: LSAWeights, alpha: flo
     return LSAWeights.from_products((1 - alpha) * QK_t + alpha * QK_c, (1 - alpha) * PV_t + alpha * PV_c)
 
 
-def interpolate_models(trained: LSAModel, constructed: LSAModel, alpha: float, d_x: int) -> LSAModel:
-    """A model whose every distinct layer is ``interpolate_weights`` of the matching trained/constructed layers."""
+def interpolate_models(trained: LSAModel, constructed: LSAModel, alpha: float) -> LSAModel:
+    """A model whose every distinct layer is ``interpolate_weights`` of the matching trained/constructed layers
+    (the input width d_x = d_model - d_y read from the trained model's config)."""
     if len(trained.layers) != len(constructed.layers):
         raise ConfigError(
             f"trained model has {len(trained.layers)} distinct layers, constructed has {len(constructed.layers)}")
     config = dataclasses.replace(trained.config, key_size=None)
+    d_x = config.d_model - config.d_y
     param = next(trained.parameters())
     model = LSAModel(config).to(param.device, param.dtype)
     weights = [interpolate_weights(t, c, alpha, d_x) for t, c in zip(trained.weights(), constructed.weights())]

@@ -5,8 +5,10 @@ One LSA layer maps every token e_j (the query included) to
     e_j + damping · Σ_h P_h W_V,h Σ_i e_i (W_K,h e_i)ᵀ (W_Q,h e_j),
 
 summed over the context tokens i (every token but the last: the query attends but is not attended); no
-softmax, no 1/√d, no 1/N, no bias, no mask. Options: softmax attention over the context, pre-attention layer
-norm, several heads, a key size, a damping factor. Shapes: B tasks, T tokens, D = d_model, H heads, k key size.
+softmax, no 1/√d, no 1/N, no bias, no mask. Options: softmax attention over the context instead (the same layer
+and model interface), several heads, a key size, a damping factor, activation clipping. How the linear path is
+computed (context and query held apart, widths padded) is private to this module.
+Shapes: B tasks, T tokens, D = d_model, H heads, k key size.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from torch import nn
 
 from .config import require_positive, require_positive_ints
 from .errors import ConfigError
+from .tokens import query_prediction
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,6 @@ class LSAConfig:
     n_heads: int = 1
     key_size: int | None = None
     softmax: bool = False
-    layer_norm: bool = False
     damping: float = 1.0
     clip_activations: float | None = None
     init_scale: float = 0.002
@@ -99,12 +101,12 @@ def _combine_heads(P: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
     return heads.transpose(1, 2).flatten(-2) @ P.transpose(0, 1).reshape(D, H * k).T
 
 
-def padded_width(D: int) -> int:
-    """D rounded up to a multiple of 4: the width the linear path computes in (see ``linear_split_update``)."""
+def _padded_width(D: int) -> int:
+    """D rounded up to a multiple of 4: the width the linear path computes in (see ``_linear_split_update``)."""
     return -(-D // 4) * 4
 
 
-def split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(context (B, N, width), query (B, width)) from tokens (B, T, D), zero-padded to ``width`` columns."""
     padded = nn.functional.pad(tokens, (0, width - tokens.shape[-1]))
     return padded[:, :-1].contiguous(), padded[:, -1].contiguous()
@@ -130,7 +132,6 @@ class LSALayer(nn.Module):
         self.W_K = nn.Parameter(_truncated_normal((H, k, D), D, scale, gen))
         self.W_V = nn.Parameter(_truncated_normal((H, k, D), D, scale, gen))
         self.P = nn.Parameter(_truncated_normal((H, D, k), H * k, scale, gen))
-        self.norm = nn.LayerNorm(D) if config.layer_norm else None
 
     # ------------------------------------------------------------------ weights as the paper writes them
     def weights(self) -> LSAWeights:
@@ -147,23 +148,22 @@ class LSALayer(nn.Module):
         return self
 
     # ------------------------------------------------------------------ forward
-    def attention_update(self, tokens: torch.Tensor) -> torch.Tensor:
+    def attention_update(self, e: torch.Tensor) -> torch.Tensor:
         """The residual update (B, T, D) before damping, attending over tokens[:, :-1]."""
-        e = self.norm(tokens) if self.norm is not None else tokens
         if self.config.softmax:
             return self._softmax_update(e)
         D = e.shape[-1]
-        context, query = split_padded(e, padded_width(D))
-        d_context, d_query = self.linear_split_update(context, query, update_context=True)
+        context, query = _split_padded(e, _padded_width(D))
+        d_context, d_query = self._linear_split_update(context, query, update_context=True)
         return torch.cat([d_context, d_query[:, None]], dim=1)[..., :D]
 
-    def linear_products(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _linear_products(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(KQ, PV), each (H, width, width): KQ_h = W_K,hᵀ W_Q,h and PV_h = P_h W_V,h, zero-padded from D."""
         pad = (0, width - self.config.d_model, 0, width - self.config.d_model)
         KQ = self.W_K.transpose(-1, -2) @ self.W_Q
         return nn.functional.pad(KQ, pad), nn.functional.pad(self.P @ self.W_V, pad)
 
-    def linear_split_update(self, context: torch.Tensor, query: torch.Tensor, update_context: bool,
+    def _linear_split_update(self, context: torch.Tensor, query: torch.Tensor, update_context: bool,
                             ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Linear attention on tokens held apart: context (B, N, W) and query (B, W), W >= D zero-padded.
         Returns (ΔX (B, N, W) or None when ``update_context`` is False, Δq (B, W)), before damping.
@@ -178,7 +178,7 @@ class LSALayer(nn.Module):
         The padded coordinates start at zero and stay zero: the padded rows and columns of KQ and PV are zero.
         """
         W = context.shape[-1]
-        KQ, PV = self.linear_products(W)
+        KQ, PV = self._linear_products(W)
         H = KQ.shape[0]
         KQ_t = KQ.transpose(1, 2).transpose(0, 1).reshape(W, H * W)  # [KQ_1ᵀ … KQ_Hᵀ]
         PV_t = PV.transpose(1, 2).reshape(H * W, W)  # [PV_1ᵀ; …; PV_Hᵀ]
@@ -201,9 +201,8 @@ class LSALayer(nn.Module):
         d_query = (u[..., None] * C[:, None]).sum(2).flatten(1) @ PV_t
         return (projected @ C[:, None]).transpose(1, 2).flatten(-2) @ PV_t, d_query
 
-    def explicit_update(self, tokens: torch.Tensor) -> torch.Tensor:
+    def explicit_update(self, e: torch.Tensor) -> torch.Tensor:
         """The same update written token by token (queries, keys, values, scores); for checks and softmax."""
-        e = self.norm(tokens) if self.norm is not None else tokens
         if self.config.softmax:
             return self._softmax_update(e)
         q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
@@ -220,12 +219,11 @@ class LSALayer(nn.Module):
         attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, T, N)
         return _combine_heads(self.P, attn @ v)
 
-    def query_update(self, tokens: torch.Tensor) -> torch.Tensor:
+    def query_update(self, e: torch.Tensor) -> torch.Tensor:
         """The update (B, D) of the last token only, before damping; what a final layer needs for ŷ.
 
-        Linear: Σ_h PV_h Σ_i e_i (e_iᵀ KQ_h e_q), O(N D) per task and head (``linear_split_update``).
+        Linear: Σ_h PV_h Σ_i e_i (e_iᵀ KQ_h e_q), O(N D) per task and head (``_linear_split_update``).
         """
-        e = self.norm(tokens) if self.norm is not None else tokens
         context, e_q = e[:, :-1], e[:, -1]
         if self.config.softmax:
             q = _project_heads(self.W_Q, e_q[:, None])  # (B, H, 1, k)
@@ -234,12 +232,11 @@ class LSALayer(nn.Module):
             attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, 1, N)
             return _combine_heads(self.P, attn @ v)[:, 0]
         D = e.shape[-1]
-        context, query = split_padded(e, padded_width(D))
-        return self.linear_split_update(context, query, update_context=False)[1][:, :D]
+        context, query = _split_padded(e, _padded_width(D))
+        return self._linear_split_update(context, query, update_context=False)[1][:, :D]
 
-    def attention_map(self, tokens: torch.Tensor) -> torch.Tensor:
+    def attention_map(self, e: torch.Tensor) -> torch.Tensor:
         """(B, H, T, N) attention weights (softmax) or raw scores (linear)."""
-        e = self.norm(tokens) if self.norm is not None else tokens
         q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
         k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
         scores = q @ k.transpose(-1, -2)
@@ -273,25 +270,25 @@ class LSAModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor, return_tokens: bool = False, n_applications: int | None = None):
         layers = self.layer_sequence(n_applications)
-        if self.config.softmax or self.config.layer_norm:
+        if self.config.softmax:
             return self._forward_tokens(tokens, layers, return_tokens)
         return self._forward_linear(tokens, layers, return_tokens)
 
     def _forward_linear(self, tokens: torch.Tensor, layers: list[LSALayer], return_tokens: bool):
-        """Linear layers on context and query held apart, padded once (``LSALayer.linear_split_update``)."""
+        """Linear layers on context and query held apart, padded once (``LSALayer._linear_split_update``)."""
         D, clip = tokens.shape[-1], self.config.clip_activations
-        context, query = split_padded(tokens, padded_width(D))
+        context, query = _split_padded(tokens, _padded_width(D))
         states = [tokens]
         for i, layer in enumerate(layers):
             # Without return_tokens only the query's final state is needed: the last layer updates it alone.
             update_context = return_tokens or i < len(layers) - 1
-            d_context, d_query = layer.linear_split_update(context, query, update_context)
+            d_context, d_query = layer._linear_split_update(context, query, update_context)
             query = _add_damped(query, d_query, layer.config.damping, clip)
             if update_context:
                 context = _add_damped(context, d_context, layer.config.damping, clip)
             if return_tokens:
                 states.append(torch.cat([context, query[:, None]], dim=1)[..., :D])
-        prediction = -query[:, D - self.config.d_y : D]
+        prediction = query_prediction(query[:, None], slice(D - self.config.d_y, D))
         return (prediction, states) if return_tokens else prediction
 
     def _forward_tokens(self, tokens: torch.Tensor, layers: list[LSALayer], return_tokens: bool):
@@ -310,7 +307,7 @@ class LSAModel(nn.Module):
             query = tokens[:, -1] + last.config.damping * last.query_update(tokens)
             if clip is not None:
                 query = query.clamp(-clip, clip)
-        prediction = -query[:, -self.config.d_y :]
+        prediction = query_prediction(query[:, None], slice(-self.config.d_y, None))
         return (prediction, states) if return_tokens else prediction
 
     def weights(self) -> list[LSAWeights]:

@@ -25,7 +25,7 @@ from .config import require_positive, require_positive_ints
 from .errors import ConfigError
 from .lsa import LSAConfig, LSALayer
 from .tasks import LinearRegressionTask, RegressionBatch
-from .tokens import LayoutTokenTask
+from .tokens import LayoutTokenTask, query_prediction
 
 
 # ---------------------------------------------------------------------------------------------------- positions
@@ -128,7 +128,7 @@ class SeparateLayout:
 
     def prediction(self, tokens: torch.Tensor) -> torch.Tensor:
         """ŷ (B, d_y) = minus the query's y slot."""
-        return -tokens[:, -1, self.y_slot]
+        return query_prediction(tokens, self.y_slot)
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class SeparateTokenModel(nn.Module):
             return self.layout.prediction(final), [tokens, copied, final]
         # Only the query's final state is read: update it alone (O(N D) instead of O(N D²) per task).
         query = copied[:, -1] + self.gd.config.damping * self.gd.query_update(copied)
-        return -query[:, self.layout.y_slot]
+        return self.layout.prediction(query[:, None])
 
 
 # ---------------------------------------------------------------------------------------------------- analysis

@@ -23,7 +23,6 @@ class Stream(enum.IntEnum):
     TRAIN = 0
     TEST = 1
     TUNE = 2
-    INIT = 3
 
 
 def make_generator(seed: int, step: int, stream: Stream, device: torch.device | str = "cpu") -> torch.Generator:

@@ -1,7 +1,7 @@
 """Token layouts. Concatenated layout (PROTOCOL §1): context tokens e_i = (x_i, y_i), the query (x_q, 0) last.
 
 Sign convention, stated once: a model writes -ŷ into the query's y slot, so the prediction is minus the last
-d_y coordinates of the last token (``query_prediction``).
+d_y coordinates of the last token (``query_prediction``, the one place that reads it).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ class ConcatLayout:
     def d_model(self) -> int:
         return self.d_x + self.d_y
 
+    @property
+    def y_slot(self) -> slice:
+        return slice(self.d_x, self.d_model)
+
     def tokens(self, batch: RegressionBatch) -> torch.Tensor:
         """(B, N+1, d_x+d_y) tokens of ``batch``; the query's y slot is zero."""
         y = batch.y.clone()
@@ -35,10 +39,14 @@ class ConcatLayout:
         """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x)) read back from tokens."""
         return tokens[:, :-1, : self.d_x], tokens[:, :-1, self.d_x :], tokens[:, -1, : self.d_x]
 
+    def prediction(self, tokens: torch.Tensor) -> torch.Tensor:
+        """ŷ (B, d_y) read from tokens (B, T, D) after a model's layers (``query_prediction``)."""
+        return query_prediction(tokens, self.y_slot)
 
-def query_prediction(tokens: torch.Tensor, d_y: int) -> torch.Tensor:
-    """ŷ (B, d_y) = minus the last d_y coordinates of the last token (the sign convention above)."""
-    return -tokens[:, -1, -d_y:]
+
+def query_prediction(tokens: torch.Tensor, y_slot: slice) -> torch.Tensor:
+    """ŷ (B, d_y) = minus the y slot of the last token (the sign convention above); every layout reads ŷ here."""
+    return -tokens[:, -1, y_slot]
 
 
 class LayoutTokenTask:

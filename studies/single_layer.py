@@ -1,9 +1,9 @@
 """Study `single-layer`: a trained LSA layer against one tuned GD step (von Oswald et al. 2023, §3).
 
-Trains LSA models on fresh regression tasks (one or more seeds), and compares them on a fixed test set with GD
-whose η was tuned on separate held-out tasks: losses, alignment (against GD and two controls), the effective η,
-the interpolation sweep towards the Prop. 1 weights, and OOD sweeps. ``--set layers=K`` compares K layers with K
-GD steps (one η if recurrent, per-step η otherwise).
+Trains LSA models on fresh regression tasks and compares them on fixed test tasks with GD whose η was tuned on
+held-out tasks: losses, alignment (against GD and two controls: GD with η doubled and halved), the η read off
+the trained weights, the interpolation towards the Prop. 1 weights, and OOD sweeps. ``--set layers=K`` compares
+K layers with K GD steps (one η if recurrent, per-step η otherwise).
 """
 
 from __future__ import annotations
@@ -14,200 +14,113 @@ from typing import Any
 
 import torch
 
-from constructions.gd import gd_model, gd_step_weights
+from constructions.prop1 import gd_step_weights
 from icl_gd.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
-from icl_gd.config import require_positive, require_positive_ints
+from icl_gd.config import require_positive_ints, setting
 from icl_gd.errors import ConfigError
-from icl_gd.evaluation import Scored, EvalSet, alignment_metrics, score, scored_rows
-from icl_gd.gd import tune_gd_etas
+from icl_gd.evaluation import Scored, alignment_metrics
+from icl_gd.gd import gdpp_params_from_weights, tune_gd
 from icl_gd.interpolation import gauge_fixed_products, interpolate_models
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.metrics import effective_eta, regression_loss
-from icl_gd.ood import default_sweeps, evaluate_sweeps
+from icl_gd.lsa import LSAModel
+from icl_gd.metrics import regression_loss
 from icl_gd.plotting import (alignment_curves_figure, interpolation_figure, loss_curves_figure, ood_figure,
-                             save_figure, weight_products_figure)
-from icl_gd.results import mean_over_seeds, write_csv, write_metrics
-from icl_gd.tasks import LinearRegressionTask, Stream, UniformInputs
+                             weight_products_figure)
+from icl_gd.study import RegressionConfig, RegressionRun, RunContext, Study, relative_gap
 from icl_gd.tokens import ConcatTokenTask
-from icl_gd.training import TrainConfig, authors_train_config, config_fingerprint, train
 
-from icl_gd.study import RunContext, Study
+CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these factors: what alignment must tell apart
 
 
 @dataclass(frozen=True)
-class SingleLayerConfig:
-    """Every setting of the study (``--set KEY=VALUE``); ``input_range`` is the width r of U(-r/2, r/2)."""
-
-    d: int = 10
-    n_context: int = 10
-    input_range: float = 1.0
-    weight_scale: float = 1.0
-    label_noise: float = 0.0
-    layers: int = 1
-    recurrent: bool = False
-    heads: int = 1
-    steps: int = 5000
-    batch_size: int = 2048
-    lr: float = 1e-3
-    grad_clip: float | None = None  # None: the authors' value for the depth
-    eval_every: int = 100
-    checkpoint_every: int = 1000
-    seed: int = 0
-    seeds: int = 1
-    test_seed: int = 2023
-    n_test: int = 10_000
-    n_tune: int = 10_000
-    n_ood: int = 2_000
-    interpolation_points: int = 11
+class SingleLayerConfig(RegressionConfig):
+    n_ood: int = setting(2_000, "tasks per point of each out-of-distribution sweep (ood.csv)")
+    interpolation_points: int = setting(11, "mixing weights α in [0, 1] from trained (0) to constructed (1)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(
-            self, "d", "n_context", "layers", "heads", "steps", "batch_size", "eval_every", "checkpoint_every", "seeds",
-            "n_test", "n_tune", "n_ood")
-        for name in ("input_range", "weight_scale", "lr"):
-            require_positive(name, getattr(self, name))
-        if self.seed < 0 or self.test_seed < 0:
-            raise ConfigError(f"seeds must be non-negative, got seed={self.seed}, test_seed={self.test_seed}")
+        require_positive_ints(self, "n_ood")
         if self.interpolation_points < 2:
             raise ConfigError(f"interpolation_points must be at least 2, got {self.interpolation_points}")
 
-    @property
-    def task(self) -> LinearRegressionTask:
-        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=UniformInputs(self.input_range),
-                                    weight_scale=self.weight_scale, label_noise=self.label_noise)
-
-    @property
-    def model(self) -> LSAConfig:
-        return LSAConfig(d_model=self.d + 1, n_layers=self.layers, recurrent=self.recurrent, n_heads=self.heads,
-                         clip_activations=10.0 if self.layers > 3 else None)
-
-    @property
-    def training(self) -> TrainConfig:
-        overrides: dict[str, Any] = {"steps": self.steps, "batch_size": self.batch_size, "lr": self.lr,
-                                     "eval_every": self.eval_every, "checkpoint_every": self.checkpoint_every}
-        if self.grad_clip is not None:
-            overrides["grad_clip"] = self.grad_clip
-        return authors_train_config(self.layers, self.recurrent, **overrides)
-
-
-def tuned_gd_etas(config: SingleLayerConfig, device: torch.device) -> list[float]:
-    """GD step sizes tuned on held-out tasks (Stream.TUNE), never on the test tasks."""
-    tune = config.task.sample(config.n_tune, config.test_seed, 0, Stream.TUNE, device, torch.float64)
-    shared = config.recurrent or config.layers == 1
-    return tune_gd_etas(tune.x_context, tune.y_context, tune.x_query, tune.y_query, config.layers, shared=shared)
-
 
 def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
-    device, d, N = ctx.device, config.d, config.n_context
-    token_task = ConcatTokenTask(config.task)
-    layout = token_task.layout
-    batch, tokens = token_task.batch_tokens(config.n_test, config.test_seed, 0, Stream.TEST, device)
-    test = EvalSet(tokens, batch.y_query, d)
-
-    etas = tuned_gd_etas(config, device)
+    run = RegressionRun(config, ctx, ConcatTokenTask(config.task.build()))
+    layout, K = run.layout, config.model.layers
+    tune = run.tune_batch()
+    etas = list(tune_gd(tune.x_context, tune.y_context, tune.x_query, tune.y_query, K,
+                        shared=config.model.shared_steps).etas)
     gd = GDPredictor(layout, etas)
-    constructed = gd_model(d, 1, N, etas, recurrent=config.recurrent, dtype=torch.float32).to(device)
-    if config.heads > 1:  # the constructed model has as many heads as the trained one, each doing η/H
-        constructed = LSAModel(config.model).to(device).load_weights(
-            [gd_step_weights(d, 1, N, eta, n_heads=config.heads, dtype=torch.float32).to(device)
-             for eta in (etas[:1] if config.recurrent else etas)])
-    gd_scored = score(gd, test)
-    references = {"gd": gd_scored}
-    controls = {"gd_eta_x2": GDPredictor(layout, [2 * e for e in etas]),
-                "gd_eta_half": GDPredictor(layout, [0.5 * e for e in etas])}
-    control_scores = {name: score(p, test) for name, p in controls.items()}
-    loss_zero = score(ZeroPredictor(layout), test).loss
-    loss_lstsq = regression_loss(LeastSquaresPredictor(layout)(test.tokens.double()), test.targets.double())
+    run.add_reference("gd", gd)
+    for name, factor in CONTROLS.items():
+        run.add_reference(name, GDPredictor(layout, [factor * e for e in etas]), align=False)
+    constructed = constructed_model(config, layout, etas).to(run.device)
 
-    curves: list[dict[str, Any]] = []
-    ood_rows: list[dict[str, Any]] = []
-    interp_rows: list[dict[str, Any]] = []
-    per_seed: dict[int, dict[str, Any]] = {}
-    final_models: dict[int, LSAModel] = {}
-    seeds = [config.seed + i for i in range(config.seeds)]
-    fingerprint = config_fingerprint(config.task, config.model, config.training)
+    def evaluate(model: LSAModel, step: int, seed: int) -> list[dict[str, Any]]:
+        interpolated = interpolate_models(model, constructed, 0.5)
+        return run.eval_rows(step, seed, "trained", model) + run.eval_rows(step, seed, "interpolated", interpolated)
 
-    for seed in seeds:
-        model = LSAModel(config.model, seed=seed).to(device)
-        untrained = copy.deepcopy(model)
-
-        def evaluate(m: torch.nn.Module, step: int, seed: int = seed) -> list[dict[str, Any]]:
-            rows = scored_rows(step, seed, "trained", score(m, test), references)
-            rows += scored_rows(step, seed, "interpolated",
-                                score(interpolate_models(m, constructed, 0.5, d), test), references)
-            for name, s in [("gd", gd_scored), *control_scores.items()]:
-                rows.append({"step": step, "seed": seed, "model": name, "metric": "loss", "value": s.loss})
-            return rows
-
-        state = train(model, token_task, config.training, seed, device=device, evaluate=evaluate,
-                      checkpoint_path=ctx.out / "checkpoints" / f"seed{seed}.pt", fingerprint=fingerprint,
-                      progress=ctx.progress, description=f"seed {seed}")
-        curves.extend(state.history)
-        final_models[seed] = model
-        per_seed[seed] = seed_metrics(config, model, untrained, constructed, test, gd_scored, control_scores, etas)
-        per_seed[seed].update(loss_zero=loss_zero, loss_least_squares=loss_lstsq)
-
-        for alpha in torch.linspace(0, 1, config.interpolation_points).tolist():
-            loss = score(interpolate_models(model, constructed, alpha, d), test).loss
-            interp_rows.append({"seed": seed, "alpha": alpha, "loss": loss})
-        per_seed[seed]["interpolation_max_rel_gap"] = max(
-            abs(r["loss"] - gd_scored.loss) / gd_scored.loss for r in interp_rows if r["seed"] == seed)
-
-        predictors = {"trained": model, "gd": gd, "interpolated": interpolate_models(model, constructed, 0.5, d)}
-        for row in evaluate_sweeps(config.task, predictors, default_sweeps(N), config.n_ood, config.test_seed,
-                                   device):
-            ood_rows.append({"seed": seed, **row})
-
-    mean = mean_over_seeds(per_seed)
-    write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
-    write_csv(ctx.out / "ood.csv", ood_rows, ["seed", "sweep", "value", "model", "loss"])
-    write_csv(ctx.out / "interpolation.csv", interp_rows, ["seed", "alpha", "loss"])
-    draw_figures(ctx, curves, ood_rows, interp_rows, final_models[seeds[0]], constructed, mean, d)
-    write_metrics(ctx.out, mean, per_seed)
-    return mean
+    untrained = {s: LSAModel(config.model.lsa_config(layout), seed=s).to(run.device) for s in run.seeds}
+    models = run.train_seeds("trained", lambda seed: copy.deepcopy(untrained[seed]), evaluate)
+    common = {"loss_zero": run.score(ZeroPredictor(layout)).loss,
+              "loss_least_squares": regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
+                                                    run.test.targets.double())}
+    alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
+    for seed, model in models.items():
+        run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, etas), **common})
+        losses = [run.score(interpolate_models(model, constructed, alpha)).loss for alpha in alphas]
+        run.add_rows("interpolation", [{"alpha": a, "loss": loss} for a, loss in zip(alphas, losses)], seed=seed)
+        gap = max(abs(relative_gap(loss, run.references["gd"].loss)) for loss in losses)
+        run.record(seed, {"interpolation_max_rel_gap": gap})
+        run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolate_models(model, constructed, 0.5)},
+                    config.n_ood)
+    return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
 
 
-def seed_metrics(config: SingleLayerConfig, model: LSAModel, untrained: LSAModel, constructed: LSAModel,
-                 test: EvalSet, gd_scored: Scored, control_scores: dict[str, Scored],
+def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float]) -> LSAModel:
+    """Prop. 1 weights in the trained model's architecture: one layer per distinct η, each head doing η/H."""
+    distinct = etas[:1] if config.model.recurrent else etas
+    weights = [gd_step_weights(layout.d_x, layout.d_y, config.task.n_context, eta, n_heads=config.model.heads,
+                               dtype=torch.float32) for eta in distinct]
+    return LSAModel(config.model.lsa_config(layout)).load_weights(weights)
+
+
+def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, constructed: LSAModel,
                  etas: list[float]) -> dict[str, Any]:
-    d, N = config.d, config.n_context
-    trained = score(model, test)
-    interpolated = score(interpolate_models(model, constructed, 0.5, d), test)
-    eta_trained = [effective_eta(w, d, N) for w in model.weights()]
+    layout, N = run.layout, run.config.task.n_context
+    gd = run.references["gd"]
+    trained = run.score(model)
+    eta_trained = [gdpp_params_from_weights(w, layout.d_x, layout.d_y, N)[0] for w in model.weights()]
     out: dict[str, Any] = {
         "loss_trained": trained.loss,
-        "loss_gd": gd_scored.loss,
+        "loss_gd": gd.loss,
         "lr_gd": etas[0] if len(set(etas)) == 1 else etas,
-        "loss_interpolated": interpolated.loss,
-        "loss_constructed": score(constructed, test).loss,
+        "loss_interpolated": run.score(interpolate_models(model, constructed, 0.5)).loss,
+        "loss_constructed": run.score(constructed).loss,
         "eta_trained": eta_trained[0] if len(eta_trained) == 1 else eta_trained,
-        "loss_rel_gap_trained_vs_gd": (trained.loss - gd_scored.loss) / gd_scored.loss,
+        "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
+        **alignment_metrics("", trained, gd),
+        **alignment_metrics("untrained_", run.score(untrained), gd),
     }
-    out.update(alignment_metrics("", trained, gd_scored))
-    out.update(alignment_metrics("untrained_", score(untrained, test), gd_scored))
-    for name, s in control_scores.items():
-        out[f"loss_{name}"] = s.loss
-        out.update(alignment_metrics(f"{name}_", s, gd_scored))  # controls against tuned GD
-        out.update(alignment_metrics(f"trained_vs_{name}_", trained, s))
+    for name in CONTROLS:
+        control: Scored = run.references[name]
+        out[f"loss_{name}"] = control.loss
+        out.update(alignment_metrics(f"{name}_", control, gd))  # controls against tuned GD
+        out.update(alignment_metrics(f"trained_vs_{name}_", trained, control))
     return out
 
 
-def draw_figures(ctx: RunContext, curves, ood_rows, interp_rows, model: LSAModel, constructed: LSAModel,
-                 mean: dict[str, Any], d: int) -> None:
-    refs = {"zero predictor": mean["loss_zero"]}
-    loss_rows = [r for r in curves if r["model"] in ("trained", "gd", "interpolated")]
-    save_figure(loss_curves_figure(loss_rows, refs), ctx.out, "loss_curves")
-    save_figure(alignment_curves_figure([r for r in curves if r["model"] in ("trained", "interpolated")]),
-                ctx.out, "alignment_curves")
-    save_figure(ood_figure(ood_rows), ctx.out, "ood")
-    save_figure(interpolation_figure(interp_rows, {"tuned GD": mean["loss_gd"], "trained": mean["loss_trained"]}),
-                ctx.out, "interpolation")
+def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: dict[str, Any]):
+    curves = run.tables["curves"]
+    yield "loss_curves", loss_curves_figure([r for r in curves if r["model"] in ("trained", "gd", "interpolated")],
+                                            {"zero predictor": mean["loss_zero"]})
+    yield "alignment_curves", alignment_curves_figure([r for r in curves if r["model"] in ("trained", "interpolated")])
+    yield "ood", ood_figure(run.tables["ood"])
+    yield "interpolation", interpolation_figure(run.tables["interpolation"],
+                                                {"tuned GD": mean["loss_gd"], "trained": mean["loss_trained"]})
     trained_w, constructed_w = model.weights()[0], constructed.weights()[0]
-    QK_t, PV_t = gauge_fixed_products(trained_w, constructed_w, d)
+    QK_t, PV_t = gauge_fixed_products(trained_w, constructed_w, run.layout.d_x)
     QK_c, PV_c = constructed_w.products()
-    save_figure(weight_products_figure({"trained QK (gauge-fixed)": QK_t.sum(0), "constructed QK": QK_c.sum(0),
-                                        "trained PV (gauge-fixed)": PV_t.sum(0), "constructed PV": PV_c.sum(0)}),
-                ctx.out, "weights")
+    yield "weights", weight_products_figure({"trained QK (gauge-fixed)": QK_t.sum(0), "constructed QK": QK_c.sum(0),
+                                             "trained PV (gauge-fixed)": PV_t.sum(0), "constructed PV": PV_c.sum(0)})
 
 
 STUDY = Study(

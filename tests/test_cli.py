@@ -18,6 +18,22 @@ def _invoke(args):
     return result.exit_code, result.output
 
 
+def test_version_and_config_listing():
+    from icl_gd import __version__
+
+    code, out = _invoke(["--version"])
+    assert code == 0 and out.strip() == f"icl-gd {__version__}"
+    code, out = _invoke(["config", "multi-layer", "--set", "layers=4", "--set", "recurrent=true"])
+    assert code == 0, out
+    lines = {line.split()[0]: line for line in out.splitlines()}
+    assert lines["model.layers"].split()[1] == "4" and "LSA layers" in lines["model.layers"]
+    assert lines["training.steps"].split()[1] == "none" and "authors" in lines["training.steps"]
+    # the resolved line shows the authors' values for a recurrent K = 4 stack
+    assert "steps=5000" in out and "lr=0.0005" in out and "grad_clip=10.0" in out
+    code, out = _invoke(["config", "sine", "--set", "nope=1"])
+    assert code == 2 and "unknown --set key 'nope'" in out and "Traceback" not in out
+
+
 def test_studies_lists_single_layer():
     code, out = _invoke(["studies"])
     assert code == 0 and "single-layer" in out
@@ -45,7 +61,8 @@ def test_tiny_run_writes_everything(tiny_run):
     for stem in ("loss_curves", "alignment_curves", "ood", "interpolation", "weights"):
         assert {f"{stem}.png", f"{stem}.pdf"} <= figures
     config = json.loads((tiny_run / "config.json").read_text())
-    assert config["study"] == "single-layer" and config["config"]["steps"] == 20 and config["config"]["seeds"] == 2
+    assert config["study"] == "single-layer" and config["config"]["training"]["steps"] == 20
+    assert config["config"]["evaluation"]["seeds"] == 2 and config["resolved_training"]["grad_clip"] == 1e-3
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     for key in ("loss_trained", "loss_gd", "lr_gd", "loss_zero", "loss_interpolated", "cos_sensitivity",
                 "sensitivity_diff", "pred_diff", "eta_trained", "untrained_cos_sensitivity",
@@ -111,9 +128,9 @@ def test_divergence_is_a_runtime_error_exit_1(tmp_path):
 
 
 def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monkeypatch):
-    import studies.single_layer as single_layer
+    import icl_gd.study as study
 
-    original = single_layer.scored_rows
+    original = study.scored_rows
     calls = {"n": 0}
 
     def interrupt_once(step, *args, **kwargs):
@@ -122,12 +139,12 @@ def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monke
             raise KeyboardInterrupt
         return original(step, *args, **kwargs)
 
-    monkeypatch.setattr(single_layer, "scored_rows", interrupt_once)
+    monkeypatch.setattr(study, "scored_rows", interrupt_once)
     out = tmp_path / "resumed"
     args = ["run", "single-layer", "--out", str(out), *TINY, "--seeds", "2", "--set", "checkpoint_every=10"]
     code, text = _invoke(args)
     assert code == 130 and "resume" in text
-    assert (out / "checkpoints" / "seed0.pt").exists() and not (out / "metrics.json").exists()
+    assert (out / "checkpoints" / "trained_seed0.pt").exists() and not (out / "metrics.json").exists()
     code, text = _invoke(args)
     assert code == 0, text
     uninterrupted = tmp_path / "straight"

@@ -75,13 +75,13 @@ def test_interpolating_models_keeps_the_function_at_the_ends():
     test = _test_set(128)
     constructed = gd_model(10, 1, 10, [6.0])
     trained = LSAModel(LSAConfig(d_model=11, init_scale=1.0), seed=3).double()
-    at0 = interpolate_models(trained, constructed, 0.0, 10)
-    at1 = interpolate_models(trained, constructed, 1.0, 10)
+    at0 = interpolate_models(trained, constructed, 0.0)
+    at1 = interpolate_models(trained, constructed, 1.0)
     # α = 0 reproduces the trained model's query prediction (the gauge does not change the function).
     torch.testing.assert_close(at0(test.tokens), trained(test.tokens))
     torch.testing.assert_close(at1(test.tokens), constructed(test.tokens))
     with pytest.raises(ConfigError, match="mixing"):
-        interpolate_models(trained, constructed, 1.5, 10)
+        interpolate_models(trained, constructed, 1.5)
 
 
 def test_dead_head_cannot_be_gauge_fixed():

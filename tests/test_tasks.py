@@ -81,7 +81,8 @@ def test_concat_tokens_and_sign_convention():
     assert torch.equal(x, batch.x_context) and torch.equal(y, batch.y_context) and torch.equal(xq, batch.x_query)
     out = tokens.clone()
     out[:, -1, 3:] = -2.5  # a model writes -ŷ into the query's y slot
-    assert (query_prediction(out, 1) == 2.5).all()
+    assert (query_prediction(out, layout.y_slot) == 2.5).all() and (layout.prediction(out) == 2.5).all()
+    assert layout.prediction(tokens).abs().sum() == 0  # before any layer the query slot is empty
 
 
 def test_dtype_and_device_are_respected():
