@@ -70,16 +70,9 @@ def parse_value(text: str, annotation: Any, key: str) -> Any:
     raise ConfigError(f"{key}: values of type {annotation} cannot be set from the command line")
 
 
-def config_keys(config: Any, prefix: str = "") -> list[str]:
+def config_keys(config: Any) -> list[str]:
     """Every settable key of ``config``, nested configs as dotted keys."""
-    keys = []
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value):
-            keys.extend(config_keys(value, f"{prefix}{f.name}."))
-        else:
-            keys.append(f"{prefix}{f.name}")
-    return keys
+    return [key for key, _, _ in describe(config)]
 
 
 def _resolve_key(config: Any, key: str) -> str:

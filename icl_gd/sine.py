@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import require_positive
+from .config import require_positive, require_positive_ints
 from .errors import ConfigError
-from .tasks import Stream, make_generator
+from .tasks import AddressedTask
 from .tokens import ConcatLayout, LayoutTokenTask
 
 
@@ -48,7 +48,7 @@ class SineBatch:
 
 
 @dataclass(frozen=True)
-class SineTask:
+class SineTask(AddressedTask):
     """y = a sin(x + φ) with a ~ U(amplitude), φ ~ U(phase), x ~ U(-input_range/2, input_range/2); N pairs + query.
 
     Defaults are the authors': a ∈ [0.1, 0.5], φ ∈ [0, π], x ∈ [-5, 5], N = 10.
@@ -61,8 +61,7 @@ class SineTask:
     correlated: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n_context, int) or self.n_context <= 0:
-            raise ConfigError(f"n_context must be a positive integer, got {self.n_context!r}")
+        require_positive_ints(self, "n_context")
         require_positive("input_range", self.input_range)
         for name in ("amplitude", "phase"):
             lo, hi = getattr(self, name)
@@ -77,20 +76,7 @@ class SineTask:
     def d_y(self) -> int:
         return 1
 
-    def sample(
-        self,
-        batch_size: int,
-        seed: int,
-        step: int = 0,
-        stream: Stream = Stream.TRAIN,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-    ) -> SineBatch:
-        """The batch of ``batch_size`` tasks addressed by (seed, step, stream)."""
-        if batch_size <= 0:
-            raise ConfigError(f"batch_size must be positive, got {batch_size}")
-        device = torch.device(device)
-        gen = make_generator(seed, step, stream, device)
+    def draw(self, batch_size: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> SineBatch:
         B, N = batch_size, self.n_context
         u_amp = torch.rand(B, generator=gen, device=device, dtype=dtype)
         u_phase = u_amp if self.correlated else torch.rand(B, generator=gen, device=device, dtype=dtype)

@@ -211,9 +211,20 @@ class RegressionConfig:
         return self.training.resolve(self.model.layers, self.model.recurrent, self.evaluation.eval_every)
 
 
-def parts(factory: Callable[[], Any], doc: str, **values: Any) -> Any:
+def parts(factory: Callable[..., Any], doc: str, **values: Any) -> Any:
     """A config part with study-specific defaults, e.g. ``parts(TrainingConfig, "...", steps=4000)``."""
     return setting(doc=doc, factory=lambda: factory(**values))
+
+
+@dataclass(frozen=True)
+class QuickRegressionConfig(RegressionConfig):
+    """The smaller budget of the studies beyond the concatenated single layer (sine, separate tokens, softmax
+    heads): batches of 512, no clipping, 4096 test and tuning tasks, an evaluation every 250 steps."""
+
+    training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=4000, batch_size=512, lr=3e-3,
+                                     grad_clip=0.0)
+    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
+                                         eval_every=250)
 
 
 # ---------------------------------------------------------------------------------------------------- the run

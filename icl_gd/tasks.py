@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import numpy as np
 import torch
@@ -137,8 +137,24 @@ class RegressionBatch:
         return RegressionBatch(self.x.to(device, dtype), self.y.to(device, dtype), self.w.to(device, dtype))
 
 
+class AddressedTask:
+    """A task family whose batches are addressed, not sequential: ``sample`` draws the batch of (seed, step, stream)
+    from that address's own generator (``draw``, the task's law)."""
+
+    def sample(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
+               device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Any:
+        """The batch of ``batch_size`` tasks addressed by (seed, step, stream)."""
+        if batch_size <= 0:
+            raise ConfigError(f"batch_size must be positive, got {batch_size}")
+        device = torch.device(device)
+        return self.draw(batch_size, make_generator(seed, step, stream, device), device, dtype)
+
+    def draw(self, batch_size: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> Any:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class LinearRegressionTask:
+class LinearRegressionTask(AddressedTask):
     """y = W x (+ noise): W ~ N(0, I) · weight_scale, x from ``inputs``; N context pairs and one query.
 
     ``n_distractors`` of the N context labels are replaced by N(0, 1) noise (positions drawn per task).
@@ -159,20 +175,7 @@ class LinearRegressionTask:
         if not 0 <= self.n_distractors <= self.n_context:
             raise ConfigError(f"n_distractors must be in 0..n_context={self.n_context}, got {self.n_distractors}")
 
-    def sample(
-        self,
-        batch_size: int,
-        seed: int,
-        step: int = 0,
-        stream: Stream = Stream.TRAIN,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-    ) -> RegressionBatch:
-        """The batch of ``batch_size`` tasks addressed by (seed, step, stream)."""
-        if batch_size <= 0:
-            raise ConfigError(f"batch_size must be positive, got {batch_size}")
-        device = torch.device(device)
-        gen = make_generator(seed, step, stream, device)
+    def draw(self, batch_size: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> RegressionBatch:
         B, N, d, dy = batch_size, self.n_context, self.d, self.d_y
         w = torch.randn(B, dy, d, generator=gen, device=device, dtype=dtype) * self.weight_scale
         x = self.inputs.sample((B, N + 1, d), gen, device, dtype)

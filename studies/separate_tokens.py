@@ -24,8 +24,7 @@ from icl_gd.gd import tune_gd
 from icl_gd.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
 from icl_gd.separate_tokens import (SeparateModelConfig, SeparateTokenModel, SeparateTokenTask, SinusoidalPositions,
                                     copy_analysis)
-from icl_gd.study import (EvaluationConfig, HeadsModelConfig, RegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
-                          parts, relative_gap)
+from icl_gd.study import HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, relative_gap
 
 COPY_COLUMNS = ("own", "next", "other", "other_per_token", "own_with_residual")
 
@@ -42,12 +41,8 @@ class SeparateModelPart(HeadsModelConfig):
 
 
 @dataclass(frozen=True)
-class SeparateTokensConfig(RegressionConfig):
+class SeparateTokensConfig(QuickRegressionConfig):
     model: SeparateModelPart = setting(doc="the models", factory=SeparateModelPart)
-    training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=4000, batch_size=512, lr=3e-3,
-                                     grad_clip=0.0)
-    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
-                                         eval_every=250)
     n_copy: int = setting(64, "test tasks of the copy analysis and attention maps")
     construction_beta: float = setting(20.0, "inverse temperature β of the Prop. 3 copy layer")
 

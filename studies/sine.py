@@ -23,8 +23,7 @@ from icl_gd.evaluation import alignment_metrics
 from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
 from icl_gd.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
 from icl_gd.sine import SineTask, SineTokenTask
-from icl_gd.study import (EvaluationConfig, RegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
-                          parts, relative_gap)
+from icl_gd.study import QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig, parts, relative_gap
 from icl_gd.tasks import Stream
 
 
@@ -61,13 +60,11 @@ class SineModelConfig:
 
 
 @dataclass(frozen=True)
-class SineConfig(RegressionConfig):
+class SineConfig(QuickRegressionConfig):
     task: SineTaskConfig = setting(doc="the tasks", factory=SineTaskConfig)
     model: SineModelConfig = setting(doc="the model", factory=SineModelConfig)
     training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=4000, batch_size=512, lr=1e-3,
                                      grad_clip=0.0)
-    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
-                                         eval_every=250)
     n_function_tasks: int = setting(4, "test tasks whose predicted functions are drawn (functions.csv)")
     grid_points: int = setting(200, "query points per drawn function")
 

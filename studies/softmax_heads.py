@@ -16,8 +16,8 @@ from icl_gd.evaluation import alignment_metrics
 from icl_gd.gd import tune_gd
 from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.plotting import heads_figure, loss_curves_figure
-from icl_gd.study import (EvaluationConfig, HeadsModelConfig, RegressionConfig, RegressionRun, RunContext, Study,
-                          TrainingConfig, parts, relative_gap)
+from icl_gd.study import (HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
+                          parts, relative_gap)
 from icl_gd.tokens import ConcatTokenTask
 
 
@@ -32,12 +32,10 @@ class SoftmaxModelConfig(HeadsModelConfig):
 
 
 @dataclass(frozen=True)
-class SoftmaxHeadsConfig(RegressionConfig):
+class SoftmaxHeadsConfig(QuickRegressionConfig):
     model: SoftmaxModelConfig = parts(SoftmaxModelConfig, "the models")
     training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=3000, batch_size=512, lr=3e-3,
                                      grad_clip=0.0)
-    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
-                                         eval_every=250)
 
 
 def run(config: SoftmaxHeadsConfig, ctx: RunContext) -> dict[str, Any]:

@@ -1,32 +1,68 @@
-"""Study `sine` end to end on a tiny config."""
+"""Study `sine` end to end on a small config: its outputs against independent recomputations."""
 
+import csv
 import json
+import math
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from cli import app
+from icl_gd.sine import SineTask
+from icl_gd.tasks import Stream
 
-TINY = ["--steps", "4", "--set", "batch_size=32", "--set", "eval_every=2", "--set", "n_test=64",
-        "--set", "n_tune=64", "--set", "n_function_tasks=2", "--set", "grid_points=20", "--set", "d_features=8",
-        "--set", "hidden=16", "--no-progress"]
+STEPS = 40
+ARGS = ["--steps", str(STEPS), "--set", "batch_size=64", "--set", "eval_every=20", "--set", "n_test=128",
+        "--set", "n_tune=128", "--set", "n_function_tasks=2", "--set", "grid_points=20", "--set", "d_features=8",
+        "--set", "hidden=16", "--set", "lr=0.01", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
 def sine_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("sine") / "run"
-    result = CliRunner().invoke(app, ["run", "sine", "--out", str(out), *TINY])
+    result = CliRunner().invoke(app, ["run", "sine", "--out", str(out), *ARGS])
     assert result.exit_code == 0, result.output
-    return out
+    with open(out / "curves.csv") as handle:
+        curves = list(csv.DictReader(handle))
+    return out, json.loads((out / "metrics.json").read_text())["mean"], curves
 
 
-def test_sine_run_writes_metrics_curves_and_figures(sine_run):
-    mean = json.loads((sine_run / "metrics.json").read_text())["mean"]
-    for key in ("loss_trained", "loss_meta_learned_tuned_eta", "loss_prop2_own_features", "loss_zero",
-                "loss_prop2_trained_kernel", "loss_rel_gap_trained_vs_meta", "cos_sensitivity", "pred_diff"):
-        assert isinstance(mean[key], float), key
+def _loss_curve(curves, model):
+    return {int(r["step"]): float(r["value"]) for r in curves if r["model"] == model and r["metric"] == "loss"}
+
+
+def test_final_metrics_are_the_last_evaluation_and_both_models_train(sine_run):
+    _, mean, curves = sine_run
+    for model, key in (("mlp+lsa", "loss_trained"), ("meta-learned mlp + 1 GD step", "loss_meta_learned"),
+                       ("prop2_own_features", "loss_prop2_own_features")):
+        curve = _loss_curve(curves, model)
+        assert sorted(curve) == [0, 20, STEPS], model
+        assert mean[key] == pytest.approx(curve[STEPS], rel=1e-5), model
+    for model in ("mlp+lsa", "meta-learned mlp + 1 GD step"):
+        curve = _loss_curve(curves, model)
+        assert curve[STEPS] < 0.9 * curve[0], model
+    assert mean["loss_rel_gap_trained_vs_meta"] == pytest.approx(
+        (mean["loss_trained"] - mean["loss_meta_learned_tuned_eta"]) / mean["loss_meta_learned_tuned_eta"])
+
+
+def test_zero_loss_and_drawn_truth_come_from_the_test_tasks(sine_run):
+    out, mean, _ = sine_run
+    test = SineTask().sample(128, 2023, 0, Stream.TEST)
+    assert mean["loss_zero"] == pytest.approx(float(0.5 * (test.y_query.double() ** 2).mean()), rel=1e-6)
+    drawn = SineTask().sample(2, 2023, 1, Stream.TEST)  # the function tasks: step 1 of the test stream
+    with open(out / "functions.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    truth = [r for r in rows if r["model"] == "truth"]
+    assert len(truth) == 2 * 20
+    for r in truth:
+        task, x = int(r["task"]), float(r["x"])
+        want = float(drawn.amplitude[task]) * math.sin(x + float(drawn.phase[task]))
+        assert float(r["y"]) == pytest.approx(want, abs=1e-5)
+    context = [float(r[c]) for r in rows if r["kind"] == "context" and r["task"] == "0" for c in ("x", "y")]
+    want = torch.stack([drawn.x_context[0, :, 0], drawn.y_context[0, :, 0]], dim=-1).flatten().tolist()
+    assert context == pytest.approx(want)
+    assert {r["model"] for r in rows} == {"truth", "context", "mlp+lsa (trained)", "meta-learned mlp + 1 GD step",
+                                          "prop2 on trained kernel"}
     for name in ("loss_curves", "alignment_curves", "functions"):
-        assert (sine_run / "figures" / f"{name}.png").stat().st_size > 0
-    text = (sine_run / "functions.csv").read_text()
-    assert "truth" in text and "context" in text and "mlp+lsa (trained)" in text
-    assert "prop2_own_features" in (sine_run / "curves.csv").read_text()
+        assert (out / "figures" / f"{name}.png").stat().st_size > 0
