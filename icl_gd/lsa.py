@@ -288,7 +288,9 @@ class LSAModel(nn.Module):
                 context = _add_damped(context, d_context, layer.config.damping, clip)
             if return_tokens:
                 states.append(torch.cat([context, query[:, None]], dim=1)[..., :D])
-        prediction = query_prediction(query[:, None], slice(D - self.config.d_y, D))
+        # ŷ = minus the query's y slot (``query_prediction``), read straight off the padded query row: indexing
+        # a token view here would add zero-filled gradients to every backward pass.
+        prediction = -query[:, D - self.config.d_y : D]
         return (prediction, states) if return_tokens else prediction
 
     def _forward_tokens(self, tokens: torch.Tensor, layers: list[LSALayer], return_tokens: bool):

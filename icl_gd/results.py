@@ -109,12 +109,20 @@ def write_metrics(out: Path, per_seed: Mapping[Any, Mapping[str, Any]],
                   reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
     """Write ``metrics.json`` = {"mean", "std", "seeds"} and return the ``mean`` object. Call it last: it marks
     the run finished. ``reductions`` replaces the mean for named metrics (e.g. ``max`` for a worst-case error)."""
-    mean = reduce_over_seeds(per_seed, statistics.fmean)
-    for key, reduce in (reductions or {}).items():
-        mean[key] = reduce([row[key] for row in per_seed.values()])
+    mean = mean_over_seeds(per_seed, reductions)
     spread = reduce_over_seeds(per_seed, lambda v: statistics.stdev(v) if len(v) > 1 else None)
     write_json(Path(out) / FINISHED_MARKER,
                {"mean": mean, "std": spread, "seeds": {str(k): v for k, v in per_seed.items()}})
+    return mean
+
+
+def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
+                    reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
+    """The ``mean`` object of ``metrics.json``: every metric averaged over seeds, except those ``reductions``
+    names, which it reduces its own way."""
+    mean = reduce_over_seeds(per_seed, statistics.fmean)
+    for key, reduce in (reductions or {}).items():
+        mean[key] = reduce([row[key] for row in per_seed.values()])
     return mean
 
 

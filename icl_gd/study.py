@@ -14,7 +14,6 @@ way in every study (``TrainingConfig.resolve``).
 from __future__ import annotations
 
 import platform
-import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from .evaluation import EvalSet, Scored, score, scored_rows
 from .lsa import LSAConfig
 from .metrics import Predictor
 from .ood import default_sweeps, evaluate_sweeps
-from .results import reduce_over_seeds, write_csv, write_json, write_metrics
+from .results import mean_over_seeds, write_csv, write_json, write_metrics
 from .tasks import LinearRegressionTask, Stream, UniformInputs
 from .training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train
 
@@ -344,9 +343,7 @@ class RegressionRun:
         for name, rows in self.tables.items():
             if rows:
                 write_csv(self.ctx.out / f"{name}.csv", rows, CURVE_COLUMNS if name == "curves" else None)
-        mean = reduce_over_seeds(self.per_seed, statistics.fmean)
-        for key, reduce in (reductions or {}).items():
-            mean[key] = reduce([row[key] for row in self.per_seed.values()])
+        mean = mean_over_seeds(self.per_seed, reductions)
         for name, figure in (figures(mean) if figures else ()):
             save_figure(figure, self.ctx.out, name)
         return write_metrics(self.ctx.out, self.per_seed, reductions)
