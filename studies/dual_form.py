@@ -26,7 +26,7 @@ from icl_gd.dual.analysis import (
 )
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.figures import setting_figures, summary_figures
-from icl_gd.dual.settings import SETTINGS, TrainingConfig, require_settings, train_setting
+from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
 from icl_gd.results import write_csv, write_json, write_metrics
 from icl_gd.study import RunContext, Study
 
@@ -34,7 +34,7 @@ from icl_gd.study import RunContext, Study
 @dataclass(frozen=True)
 class DualFormConfig:
     data: TaskPairConfig = setting(doc="the two classification tasks", factory=TaskPairConfig)
-    training: TrainingConfig = setting(doc="the MLP and its recorded SGD", factory=TrainingConfig)
+    training: ClassifierTrainingConfig = setting(doc="the MLP and its recorded SGD", factory=ClassifierTrainingConfig)
     analysis: AnalysisConfig = setting(doc="test queries scored against the stored keys", factory=AnalysisConfig)
     settings: tuple[str, ...] = setting(SETTINGS, "settings to train, of single, joint, continual; the first "
                                                   "gives the headline metrics")

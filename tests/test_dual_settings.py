@@ -10,13 +10,13 @@ from icl_gd.datasets import ImageDataset
 from icl_gd.dual import classifier
 from icl_gd.dual.analysis import Analysis, AnalysisConfig, Queries, analyse, headline, verification_table, vote_table
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.settings import TrainingConfig, phases, tasks_in, train_setting, training_set
+from icl_gd.dual.settings import ClassifierTrainingConfig, phases, tasks_in, train_setting, training_set
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.verification import DualVerification
 from icl_gd.errors import ConfigError
 
 TASKS = TaskPairConfig(dataset="digits", train_examples=50).build()
-TINY = TrainingConfig(hidden=8, epochs=2, steps=None, batch_size=25)
+TINY = ClassifierTrainingConfig(hidden=8, epochs=2, steps=None, batch_size=25)
 
 
 def test_task_pair_shares_one_head_and_one_id_space():
@@ -66,7 +66,7 @@ def test_continual_training_records_task0_then_task1(tmp_path):
 
 
 def test_steps_cap_is_per_phase(tmp_path):
-    capped = TrainingConfig(hidden=8, epochs=2, steps=3, batch_size=10)
+    capped = ClassifierTrainingConfig(hidden=8, epochs=2, steps=3, batch_size=10)
     trained = train_setting(capped, "continual", TASKS, seed=1, memory=tmp_path, device=torch.device("cpu"))
     memory = open_memory(tmp_path)
     assert memory["output"].info["n_steps"] == 2 * 3

@@ -37,7 +37,7 @@ def require_settings(settings: Sequence[str]) -> None:
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
+class ClassifierTrainingConfig:
     """The MLP and its recorded SGD training."""
 
     hidden: int = setting(256, "width of both hidden layers")
@@ -93,7 +93,7 @@ class TrainedSetting:
     curves: list[dict]  # tidy rows: step, seed, model (the setting), metric, value
 
 
-def train_setting(config: TrainingConfig, setting: str, tasks: TaskPair, seed: int, memory: Path,
+def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair, seed: int, memory: Path,
                   device: torch.device) -> TrainedSetting:
     """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``memory``."""
     generator = torch.Generator().manual_seed(seed)
