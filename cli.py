@@ -35,6 +35,24 @@ def main_options(
                                  help="Print the version and exit."),
 ) -> None:
     """icl-gd: attention as gradient descent, run, measured and plotted."""
+    _show_notices()
+
+
+def _show_notices() -> None:
+    """Print the library's notices (``ICLGDNotice``) as one line each, other warnings as Python shows them."""
+    import warnings
+
+    from icl_gd.errors import ICLGDNotice
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, ICLGDNotice):
+            typer.echo(f"icl-gd: notice: {message}", err=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def _fail(exc: BaseException) -> None:

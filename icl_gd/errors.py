@@ -25,3 +25,8 @@ class DivergenceError(ICLGDError, RuntimeError):
 
 class VerificationError(ICLGDError, AssertionError):
     """An identity that should hold exactly did not hold within its tolerance. Exit 1."""
+
+
+class ICLGDNotice(UserWarning):
+    """Something a user should know that does not stop the run (a damaged checkpoint set aside, say). The CLI
+    prints it as one line."""

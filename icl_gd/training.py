@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, closing, contextmanager
@@ -25,7 +26,7 @@ from torch import nn
 
 from .config import require_non_negative, require_positive, require_positive_ints
 from .ensemble import SeedEnsemble, clip_grad_norm_per_member
-from .errors import ConfigError, DivergenceError
+from .errors import ConfigError, DivergenceError, ICLGDNotice
 from .metrics import query_loss
 from .results import atomic_write_bytes, to_jsonable
 
@@ -278,13 +279,26 @@ def _save_checkpoint(path: Path, trainee: _Trainee, optimizer: torch.optim.Optim
     atomic_write_bytes(path, buffer.getvalue())
 
 
+_CHECKPOINT_KEYS = {"params", "optimizer", "step", "histories", "fingerprint", "members"}
+
+
 def _load_checkpoint(path: Path | None, trainee: _Trainee, optimizer: torch.optim.Optimizer, fingerprint: str,
                      members: int) -> list[TrainState] | None:
     """Restore ``trainee`` and ``optimizer`` from ``path`` if it exists and belongs to the same settings and
     number of members; otherwise None (a fresh start)."""
     if path is None or not Path(path).exists():
         return None
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(payload, dict) or not _CHECKPOINT_KEYS <= payload.keys():
+            raise ValueError("not an icl-gd checkpoint")
+    except Exception as error:  # a damaged file fails in many ways (EOF, zip, unpickling, missing keys)
+        aside = Path(path).with_name(Path(path).name + ".corrupt")
+        Path(path).replace(aside)
+        reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
+        warnings.warn(f"checkpoint {path} is unreadable ({reason}); moved to {aside.name}, this run starts afresh",
+                      ICLGDNotice, stacklevel=2)
+        return None
     if payload.get("fingerprint") != fingerprint or payload.get("members") != members:
         return None
     trainee.load_state(payload["params"])

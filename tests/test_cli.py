@@ -119,6 +119,19 @@ def test_unwritable_out_is_a_usage_error(tmp_path):
         locked.chmod(0o700)
 
 
+def test_damaged_checkpoint_is_a_one_line_notice_not_a_traceback(tiny_run, tmp_path):
+    out = tmp_path / "damaged"
+    args = ["run", "single-layer", "--out", str(out), *TINY, "--set", "checkpoint_every=10"]
+    assert _invoke(args)[0] == 0
+    checkpoint = out / "checkpoints" / "trained_seed0.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    (out / "metrics.json").unlink()  # as if interrupted after the damage
+    code, text = _invoke(args)
+    assert code == 0 and "Traceback" not in text
+    notice = [line for line in text.splitlines() if line.startswith("icl-gd: notice:")]
+    assert len(notice) == 1 and "trained_seed0.pt is unreadable" in notice[0]
+
+
 def test_divergence_is_a_runtime_error_exit_1(tmp_path):
     code, out = _invoke(["run", "single-layer", "--out", str(tmp_path / "nan"), *TINY, "--set", "lr=1e8",
                          "--set", "grad_clip=none"])

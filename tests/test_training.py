@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from icl_gd.errors import ConfigError, DivergenceError
+from icl_gd.errors import ConfigError, DivergenceError, ICLGDNotice
 from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.metrics import regression_loss
 from icl_gd.tasks import LinearRegressionTask, Stream
@@ -99,6 +99,26 @@ def test_checkpoint_from_other_settings_is_not_resumed(tmp_path, fingerprint, se
     restarted = _models(MODEL, seeds)
     train(restarted, TASK, short, seeds)
     assert all(torch.equal(_params(a), _params(b)) for a, b in zip(fresh, restarted))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "not-a-checkpoint"])
+def test_damaged_checkpoint_is_set_aside_with_a_notice_and_the_run_starts_afresh(tmp_path, damage):
+    path = tmp_path / "seed0.pt"
+    train(_models(MODEL, [0]), TASK, CONFIG, [0], checkpoint_path=path, fingerprint="a")
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    else:
+        torch.save({"step": 3}, path)
+    model = _models(MODEL, [0])
+    with pytest.warns(ICLGDNotice, match="seed0.pt is unreadable"):
+        states = train(model, TASK, CONFIG, [0], checkpoint_path=path, fingerprint="a")
+    assert states[0].step == CONFIG.steps and (tmp_path / "seed0.pt.corrupt").exists()
+    fresh = _models(MODEL, [0])
+    train(fresh, TASK, CONFIG, [0])
+    assert torch.equal(_params(model[0]), _params(fresh[0]))  # the same numbers as a run that never had one
+    train(_models(MODEL, [0]), TASK, CONFIG, [0], checkpoint_path=path, fingerprint="a")  # the new one is good
 
 
 def test_lone_divergence_raises_a_clear_error():
