@@ -55,6 +55,13 @@ def _show_notices() -> None:
     warnings.showwarning = show
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure: Python's MemoryError, torch's OutOfMemoryError (CUDA) or its CPU allocator's."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text \
+        or "out of memory" in text
+
+
 def _fail(exc: BaseException) -> None:
     typer.echo(f"icl-gd: error: {exc}", err=True)
     raise typer.Exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
@@ -121,6 +128,12 @@ def run(
     except KeyboardInterrupt:
         typer.echo("icl-gd: interrupted; rerun the same command to resume from the last checkpoint", err=True)
         raise typer.Exit(130)
+    except (MemoryError, RuntimeError) as exc:
+        if not _out_of_memory(exc):
+            raise
+        typer.echo(f"icl-gd: error: out of memory on {device} ({type(exc).__name__}); lower batch_size, n_test or "
+                   "n_tune (icl-gd config STUDY shows them), then rerun to resume", err=True)
+        raise typer.Exit(1)
     headline = [k for k in mean if isinstance(mean[k], float) and (k.startswith("loss_") or k in HEADLINE)]
     summary = ", ".join(f"{k}={mean[k]:.4g}" for k in headline[:8])
     typer.echo(f"{study}: wrote {out}  ({summary})")

@@ -132,6 +132,19 @@ def test_damaged_checkpoint_is_a_one_line_notice_not_a_traceback(tiny_run, tmp_p
     assert len(notice) == 1 and "trained_seed0.pt is unreadable" in notice[0]
 
 
+def test_out_of_memory_is_a_one_line_error_exit_1(tmp_path, monkeypatch):
+    import studies.single_layer as single_layer
+
+    def allocate(*args, **kwargs):  # what torch's CPU allocator raises when a tensor does not fit
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 44000000000 bytes. Error code 12 (Cannot allocate memory)")
+
+    monkeypatch.setattr(single_layer.RegressionRun, "__init__", allocate)
+    code, out = _invoke(["run", "single-layer", "--out", str(tmp_path / "oom"), *TINY])
+    assert code == 1 and "out of memory" in out and "batch_size" in out and "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1
+
+
 def test_divergence_is_a_runtime_error_exit_1(tmp_path):
     code, out = _invoke(["run", "single-layer", "--out", str(tmp_path / "nan"), *TINY, "--set", "lr=1e8",
                          "--set", "grad_clip=none"])
