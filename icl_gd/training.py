@@ -166,7 +166,7 @@ class _Trainee(Protocol):
               device: torch.device) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """(S,): each member's ``query_loss`` on its own batch."""
+        """Each member's ``query_loss`` on its own batch: (S,) for stacked models, 0-d for a lone one."""
 
     def clip_(self, max_norm: float) -> None: ...
 
@@ -199,7 +199,7 @@ class _LoneModel:
         return task.train_batch(batch_size, seed, step, device, self.params[0].dtype)
 
     def losses(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return query_loss(self.model(tokens), targets).reshape(1)
+        return query_loss(self.model(tokens), targets)  # 0-d: backward straight from it, no reshape or sum
 
     def clip_(self, max_norm: float) -> None:
         nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
@@ -360,7 +360,7 @@ def train(
         for tokens, targets in batches:
             losses = seed_losses(tokens, targets)
             optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
+            (losses if losses.dim() == 0 else losses.sum()).backward()
             if config.grad_clip is not None:
                 trainee.clip_(config.grad_clip)
             optimizer.step()
@@ -368,7 +368,7 @@ def train(
             for state in states:
                 state.step = step
             if step % config.eval_every == 0 or step == config.steps:
-                values = losses.detach().tolist()
+                values = losses.detach().reshape(-1).tolist()
                 bad = [(s, v) for s, v in zip(seeds, values) if not math.isfinite(v)]
                 if bad:
                     raise DivergenceError(f"training diverged at step {step} for seed(s) {[s for s, _ in bad]} "
