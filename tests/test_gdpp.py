@@ -10,8 +10,8 @@ from constructions.gdpp import (IDENTITY_CHECKS, check_gamma_zero_is_gd, check_k
 from constructions.verify import all_checks
 from icl_gd.baselines import GDPPPredictor, GDPredictor
 from icl_gd.errors import ConfigError
-from icl_gd.gd import (GDPPParams, gd_predictions_per_step, gdpp_error_factor, gdpp_loss, gdpp_params_from_weights,
-                       gdpp_predict, gdpp_predictions_per_step, gdpp_worst_amplification, tune_gd, tune_gdpp)
+from icl_gd.gd import (GDPPParams, gd_predictions_per_step, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
+                       gdpp_predictions_per_step, tune_gd, tune_gdpp)
 from icl_gd.tasks import LinearRegressionTask, Stream
 from icl_gd.tokens import ConcatLayout
 
@@ -189,45 +189,26 @@ def test_reference_predictors_compute_in_float64_for_float32_tokens():
     torch.testing.assert_close(gd, want[-1].float(), rtol=1e-6, atol=0)
 
 
-def test_error_factor_is_what_gdpp_steps_do_along_one_direction():
-    """Tasks whose inputs all lie along one unit vector v (X Xᵀ has the single eigenvalue s = Σ a_i²) and labels
-    y = c vᵀx: after k GD++ steps the query error is c vᵀx_q · ∏_{j<k} (1 - η_j s_j / N), with the eigenvalue
-    moved by s_{j+1} = s_j (1 - γ_j s_j)², up to s far past the stable range."""
-    gen = torch.Generator().manual_seed(4)
-    B, N, d = 40, 6, 4
-    v = torch.nn.functional.normalize(torch.randn(d, generator=gen, dtype=torch.float64), dim=0)
-    a = torch.randn(B, N, generator=gen, dtype=torch.float64)
-    a = a * (torch.linspace(0.2, 6.0, B, dtype=torch.float64) / (a ** 2).sum(1)).sqrt()[:, None]  # s from 0.2 to 6
-    b, c = torch.randn(B, generator=gen, dtype=torch.float64), torch.randn(B, generator=gen, dtype=torch.float64)
-    x, x_query = a[..., None] * v, b[:, None] * v  # (B, N, d), (B, d)
-    y, y_query = (c[:, None] * a)[..., None], (c * b)[:, None]
-    params = GDPPParams((4.0, 30.0, 90.0), (0.4, 1.5, 0.0))
-    errors = (y_query - gdpp_predictions_per_step(x, y, x_query, params.etas, params.gammas))[..., 0]  # (K+1, B)
-    s = (a ** 2).sum(1)
-    for k in range(1, params.n_steps + 1):
-        factor = gdpp_error_factor(GDPPParams(params.etas[:k], params.gammas[:k]), s, N)
-        torch.testing.assert_close(errors[k], c * b * factor, rtol=1e-10, atol=1e-12)
-    assert gdpp_error_factor(params, s, N).abs().max() > 100  # the example reaches the amplifying range
-
-
-def test_stability_guard_keeps_per_step_gdpp_from_amplifying_unseen_tasks():
-    """At K = 3 separate steps the loss-optimal schedule amplifies eigenvalues just past the tuning tasks'
-    spectrum hundreds of times more than GD, and on a larger task set (with larger eigenvalues) is worse than GD;
-    the guarded tuner keeps one that amplifies no more than GD and beats GD there. One γ start keeps this fast."""
+def test_stability_guard_keeps_per_step_gdpp_from_blowing_up_on_unseen_tasks():
+    """At K = 3 separate steps the loss-optimal schedule sits at the edge of stability: on the tuning tasks with
+    inputs 12% larger (eigenvalues of X Xᵀ times 1.25) it is far worse than GD, and on a larger task set, which
+    reaches larger eigenvalues, it is worse than GD. The guarded tuner keeps a schedule that is no worse than GD
+    on the stretched tasks and beats GD on the larger set. One γ start keeps this fast."""
     task = LinearRegressionTask()
     tune = task.sample(1000, seed=0, stream=Stream.TUNE, dtype=torch.float64)
     args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, 3)
     gd = tune_gd(*args, shared=False)
-    unguarded = tune_gdpp(*args, shared=False, start=gd, gamma_starts=(0.25,), margin=None)
+    unguarded = tune_gdpp(*args, shared=False, start=gd, gamma_starts=(0.25,), stretch=None)
     guarded = tune_gdpp(*args, shared=False, start=gd, gamma_starts=(0.25,))
-    s_max = float(torch.linalg.eigvalsh(tune.x_context.transpose(1, 2) @ tune.x_context).max())
-    worst = {name: gdpp_worst_amplification(p, 1.15 * s_max, task.n_context)
-             for name, p in (("gd", gd), ("unguarded", unguarded), ("guarded", guarded))}
-    assert worst["unguarded"] > 20 * worst["gd"]
-    assert worst["guarded"] <= worst["gd"] and guarded != gd
+    stretched = tuple(t * 1.3 ** 0.5 for t in args[:4])
+    ratio = {name: gdpp_loss(*stretched, p) / gdpp_loss(*stretched, gd)
+             for name, p in (("unguarded", unguarded), ("guarded", guarded))}
+    assert ratio["guarded"] <= 1 and ratio["unguarded"] > 100
     assert gdpp_loss(*args[:4], unguarded) < gdpp_loss(*args[:4], guarded) < gdpp_loss(*args[:4], gd)
     test = task.sample(20_000, seed=0, stream=Stream.TEST, dtype=torch.float64)
-    assert float(torch.linalg.eigvalsh(test.x_context.transpose(1, 2) @ test.x_context).max()) > s_max
+    s_max = {name: float(torch.linalg.eigvalsh(t.x_context.transpose(1, 2) @ t.x_context).max())
+             for name, t in (("tune", tune), ("test", test))}
+    assert s_max["test"] > s_max["tune"]
     loss = {name: gdpp_loss(test.x_context, test.y_context, test.x_query, test.y_query, p)
             for name, p in (("gd", gd), ("unguarded", unguarded), ("guarded", guarded))}
     assert loss["guarded"] < 0.7 * loss["gd"] < loss["unguarded"]
@@ -235,6 +216,7 @@ def test_stability_guard_keeps_per_step_gdpp_from_amplifying_unseen_tasks():
 
 def test_stability_guard_settings_are_checked():
     x, y, xq, yq = torch.ones(2, 3, 4), torch.ones(2, 3, 1), torch.ones(2, 4), torch.ones(2, 1)
-    for bad in ({"margin": 0.0}, {"margin": float("inf")}, {"amplification_tolerance": 0.5}):
+    for bad in ({"stretch": 1.0}, {"stretch": 0.5}, {"stretch": float("inf")}, {"stretch": float("nan")},
+                {"tolerance": 0.5}, {"tolerance": float("inf")}):
         with pytest.raises(ConfigError):
             tune_gdpp(x, y, xq, yq, 1, start=GDPPParams((0.1,), (0.0,)), **bad)
