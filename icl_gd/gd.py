@@ -295,10 +295,11 @@ def tune_gdpp(
     inputs √stretch larger) at most ``tolerance`` times the start's; the best such one on the unstretched tasks
     wins. The start qualifies, so the result is never worse than it on these tasks. Stretch 1.25 and tolerance
     3.5 come from four tuning sets of 10 000 tasks (d = N = 10, K = 2..5) against a million unseen tasks in
-    blocks of 10 000: schedules kept had ratios up to 2.3 and were at worst 2.5 times GD's loss on a block
-    (1.4-4.4 times better over the million); those rejected had 5.5 or more and were 3 to 1e85 times GD's on some
-    block. That is about 1.6x headroom on each side, no more; stretch 1.3 ranks these schedules less well, 1.2
-    keeps one that blows up.
+    blocks of 10 000. Candidates kept had ratios up to 2.3; those picked were at worst 2.5 times GD's loss on a
+    block and 1.4-4.4 times better over the million (one kept, never picked, reached 6.6 on a block). Those
+    rejected had 5.5 or more and were 3 to 1e85 times GD's on some block, but for one whose instability (ratio
+    1e18) these tasks do not reach. About 1.6x headroom on each side, no more; stretch 1.3 ranks the candidates
+    less well, 1.2 keeps one that blows up.
     """
     if not isinstance(n_steps, int) or n_steps <= 0:
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
