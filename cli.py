@@ -45,6 +45,8 @@ def _show_notices() -> None:
     from icl_gd.errors import ICLGDNotice
 
     shown = warnings.showwarning
+    if getattr(shown, "icl_gd_notices", False):  # already installed (several app() calls in one process)
+        return
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, ICLGDNotice):
@@ -52,6 +54,7 @@ def _show_notices() -> None:
         else:
             shown(message, category, filename, lineno, file, line)
 
+    show.icl_gd_notices = True  # type: ignore[attr-defined]
     warnings.showwarning = show
 
 

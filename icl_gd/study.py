@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,12 +293,12 @@ class RegressionRun:
     # ------------------------------------------------------------------ training
     def train_seeds(self, label: str, make_model: Callable[[int], nn.Module],
                     evaluate: Callable[[nn.Module, int, int], list[dict[str, Any]]] | None,
-                    batched: bool = False, fingerprint: Sequence[Any] = ()) -> dict[int, nn.Module]:
+                    batched: bool = False) -> dict[int, nn.Module]:
         """A model per seed (``make_model(seed)``, moved to the device), trained with the resolved training
         settings, one after the other or all as one batched model; returns {seed: trained model}.
 
         Checkpoints are ``checkpoints/{label}_seed{s}.pt`` (``..._seeds{a}-{b}.pt`` when batched); their
-        fingerprint covers the config's parts, the seeds and ``fingerprint``. ``evaluate(model, step, seed)``'s
+        fingerprint covers the label, the config's parts and the seeds. ``evaluate(model, step, seed)``'s
         rows and the references' loss rows go to ``curves.csv``.
         """
         models = {seed: make_model(seed).to(self.device) for seed in self.seeds}
@@ -310,7 +310,7 @@ class RegressionRun:
 
         for seeds in groups:
             name = f"{label}_seed{seeds[0]}" if len(seeds) == 1 else f"{label}_seeds{seeds[0]}-{seeds[-1]}"
-            fp = config_fingerprint(label, self.config.task, self.config.model, training, seeds, *fingerprint)
+            fp = config_fingerprint(label, self.config.task, self.config.model, training, seeds)
             states = train([models[s] for s in seeds], self.token_task, training, seeds, device=self.device,
                            evaluate=rows, checkpoint_path=self.ctx.out / "checkpoints" / f"{name}.pt",
                            fingerprint=fp, progress=self.ctx.progress, description=name)

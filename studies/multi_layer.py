@@ -54,8 +54,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, config.model.layers)
     gd = tune_gd(*args, shared=shared)
     gdpp = tune_gdpp(*args, shared=shared, start=gd)
-    run.add_reference("gd", GDPredictor(layout, gd.etas))
-    run.add_reference("gdpp", GDPPPredictor(layout, gdpp))
+    references = {"gd": GDPredictor(layout, gd.etas), "gdpp": GDPPPredictor(layout, gdpp)}
+    for name, predictor in references.items():
+        run.add_reference(name, predictor)
     constructed = gdpp_model(layout.d_x, layout.d_y, config.task.n_context, gdpp.etas, gdpp.gammas,
                              recurrent=shared, dtype=torch.float32).to(run.device)
     common = {"loss_zero": run.score(ZeroPredictor(layout)).loss, "loss_gdpp_constructed": run.score(constructed).loss,
@@ -71,8 +72,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     depth_refs = depth_reference_rows(run, gd, gdpp) if config.model.recurrent else []
     for seed, trained in models.items():
         run.record(seed, {**seed_metrics(run, seed, trained, model(seed).to(run.device)), **common})
-        run.add_ood(seed, {"trained": trained, "gd": GDPredictor(layout, gd.etas), "gdpp": GDPPPredictor(layout, gdpp)},
-                    config.n_ood)
+        run.add_ood(seed, {"trained": trained, **references}, config.n_ood)
         if config.model.recurrent:
             run.add_rows("depth", trained_depth_rows(run, trained) + depth_refs, seed=seed)
     write_json(ctx.out / "weights.json", {seed: [dataclasses.asdict(w) for w in m.weights()]

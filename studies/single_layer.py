@@ -65,13 +65,13 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
                                                     run.test.targets.double())}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
     for seed, model in models.items():
-        run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, etas), **common})
+        interpolated = interpolate_models(model, constructed, 0.5)
+        run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})
         losses = [run.score(interpolate_models(model, constructed, alpha)).loss for alpha in alphas]
         run.add_rows("interpolation", [{"alpha": a, "loss": loss} for a, loss in zip(alphas, losses)], seed=seed)
         gap = max(abs(relative_gap(loss, run.references["gd"].loss)) for loss in losses)
         run.record(seed, {"interpolation_max_rel_gap": gap})
-        run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolate_models(model, constructed, 0.5)},
-                    config.n_ood)
+        run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolated}, config.n_ood)
     return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
 
 
@@ -84,7 +84,7 @@ def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float])
 
 
 def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, constructed: LSAModel,
-                 etas: list[float]) -> dict[str, Any]:
+                 interpolated: LSAModel, etas: list[float]) -> dict[str, Any]:
     layout, N = run.layout, run.config.task.n_context
     gd = run.references["gd"]
     trained = run.score(model)
@@ -93,7 +93,7 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
         "loss_trained": trained.loss,
         "loss_gd": gd.loss,
         "lr_gd": etas[0] if len(set(etas)) == 1 else etas,
-        "loss_interpolated": run.score(interpolate_models(model, constructed, 0.5)).loss,
+        "loss_interpolated": run.score(interpolated).loss,
         "loss_constructed": run.score(constructed).loss,
         "eta_trained": eta_trained[0] if len(eta_trained) == 1 else eta_trained,
         "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
