@@ -101,7 +101,8 @@ def run(
     out: Path = typer.Option(..., "--out", help="Output directory."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Training steps (the study's `steps` key)."),
     seeds: Optional[int] = typer.Option(None, "--seeds", help="Number of seeds (the study's `seeds` key)."),
-    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable)."),
+    preset: str = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one)."),
+    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), on top of --preset."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     force: bool = typer.Option(False, "--force", help="Overwrite a finished run in --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -110,21 +111,17 @@ def run(
     ),
 ) -> None:
     """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
-    from icl_gd.config import apply_overrides, set_values
     from icl_gd.results import prepare_run_dir
+    from icl_gd.study import resolve_study_config, write_resolved_config
     from studies import RunContext, get_study
-    from icl_gd.study import write_resolved_config
 
     try:
         spec = get_study(study)
-        config = spec.default_config()
-        flags = {k: v for k, v in {"steps": steps, "seeds": seeds}.items() if v is not None}
-        config = set_values(config, **flags)
-        config = apply_overrides(config, set_)
+        config = resolve_study_config(spec, preset, set_, steps=steps, seeds=seeds)
         set_threads(threads if threads is not None else spec.default_threads)
         torch_device = resolve_device(device)  # before touching --out: a bad device leaves nothing behind
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
-        write_resolved_config(ctx, study, config)
+        write_resolved_config(ctx, study, config, preset)
         mean = spec.run(config, ctx)
     except ICLGDError as exc:
         _fail(exc)
@@ -145,17 +142,21 @@ def run(
 @app.command("config")
 def show_config(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
+    preset: str = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one)."),
     set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), shown resolved."),
 ) -> None:
-    """Print every config key of a study: its value (the default, or as --set makes it) and what it means."""
-    from icl_gd.config import apply_overrides, describe
+    """Print every config key of a study: its value (the preset's, or as --set makes it) and what it means."""
+    from icl_gd.config import describe
     from icl_gd.results import to_jsonable
+    from icl_gd.study import resolve_study_config
     from studies import get_study
 
     try:
-        config = apply_overrides(get_study(study).default_config(), set_)
+        spec = get_study(study)
+        config = resolve_study_config(spec, preset, set_)
     except ICLGDError as exc:
         _fail(exc)
+    typer.echo(f"{study}, preset {preset} (presets: {', '.join(spec.preset_names())})")
     rows = [(key, _show(value), doc) for key, value, doc in describe(config)]
     width = max(len(k) for k, _, _ in rows)
     value_width = min(max(len(v) for _, v, _ in rows), 18)
@@ -183,7 +184,9 @@ def studies() -> None:
     from studies import get_study, study_names
 
     for name in study_names():
-        typer.echo(f"{name:18s} {get_study(name).summary}")
+        spec = get_study(name)
+        extra = f"  [presets: {', '.join(spec.preset_names())}]" if spec.presets else ""
+        typer.echo(f"{name:18s} {spec.summary}{extra}")
 
 
 @app.command()

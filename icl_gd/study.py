@@ -16,7 +16,7 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from .tasks import LinearRegressionTask, Stream, UniformInputs
 from .training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train
 
 CURVE_COLUMNS = ["step", "seed", "model", "metric", "value"]
+DEFAULT_PRESET = "default"  # every study's own settings; other presets (``paper``) are named in ``Study.presets``
 
 
 # ---------------------------------------------------------------------------------------------------- studies
@@ -59,16 +60,43 @@ class Study:
     # matrices use 1: they gain nothing from intra-op threads, the batch prefetcher uses the other core, and
     # two threads on a busy machine make every step wait on the slowest core (measured 50x slower).
     default_threads: int | None = None
+    # Named set-ups beside ``default_config`` (``--preset NAME``), e.g. ``paper``: the published set-up, as the
+    # authors' code ran it. Each is a zero-argument factory of the same config type.
+    presets: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+
+    def preset_names(self) -> list[str]:
+        return [DEFAULT_PRESET, *self.presets]
+
+    def config(self, preset: str = DEFAULT_PRESET) -> Any:
+        """The config of a named preset (``default`` is ``default_config()``); unknown names raise ConfigError."""
+        if preset == DEFAULT_PRESET:
+            return self.default_config()
+        if preset not in self.presets:
+            raise ConfigError(f"--preset {preset!r} is not a preset of {self.name}; "
+                              f"known: {', '.join(self.preset_names())}")
+        return self.presets[preset]()
 
 
-def write_resolved_config(ctx: RunContext, study: str, config: Any) -> None:
-    """Write ``config.json``: the config (seeds included), the training settings it resolves to, device and
-    versions."""
+def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: Iterable[str] = (),
+                         **values: Any) -> Any:
+    """The config a run uses: the preset, then ``values`` (``--steps``/``--seeds``; None = not given), then the
+    ``KEY=VALUE`` overrides. One function for ``icl-gd run``, ``icl-gd config`` and sweeps, so they agree."""
+    from .config import apply_overrides, set_values
+
+    config = study.config(preset)
+    config = set_values(config, **{k: v for k, v in values.items() if v is not None})
+    return apply_overrides(config, list(overrides))
+
+
+def write_resolved_config(ctx: RunContext, study: str, config: Any, preset: str = DEFAULT_PRESET) -> None:
+    """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to, device
+    and versions."""
     from . import __version__
 
     resolved = config.train_config() if hasattr(config, "train_config") else None
     write_json(ctx.out / "config.json", {
         "study": study,
+        "preset": preset,
         "config": config,
         "resolved_training": resolved,
         "device": str(ctx.device),

@@ -63,6 +63,7 @@ def test_tiny_run_writes_everything(tiny_run):
     config = json.loads((tiny_run / "config.json").read_text())
     assert config["study"] == "single-layer" and config["config"]["training"]["steps"] == 20
     assert config["config"]["evaluation"]["seeds"] == 2 and config["resolved_training"]["grad_clip"] == 1e-3
+    assert config["preset"] == "default"  # which named set-up the run used is recorded beside its keys
     metrics = json.loads((tiny_run / "metrics.json").read_text())
     for key in ("loss_trained", "loss_gd", "lr_gd", "loss_zero", "loss_interpolated", "cos_sensitivity",
                 "sensitivity_diff", "pred_diff", "eta_trained", "untrained_cos_sensitivity",
