@@ -277,6 +277,7 @@ def tune_gdpp(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
     shared: bool = True, W0: torch.Tensor | None = None, start: GDPPParams | None = None, max_iter: int = 200,
     gamma_starts: Sequence[float] = (0.0, 0.25, 0.5), stretch: float | None = 1.25, tolerance: float = 3.5,
+    extra_starts: Sequence[GDPPParams] = (),
 ) -> GDPPParams:
     """(η_k, γ_k) minimising the mean K-step query loss of GD++ on the given (held-out) tasks, among schedules
     that stay stable on slightly larger inputs.
@@ -286,7 +287,9 @@ def tune_gdpp(
     ``gamma_starts``, λ̄ = mean eigenvalue of X Xᵀ over the tasks (the last step's γ never matters and starts at
     0). The loss has several basins (per step, a small η with a strong transform can beat a large η with a weak
     one), so a single start can stall in the worse one; the search is still local, not a proof of the global
-    optimum. With ``shared`` one (η, γ) serves every step (a recurrent model).
+    optimum. With ``shared`` one (η, γ) serves every step (a recurrent model). ``extra_starts``: further (η_k, γ_k)
+    schedules (e.g. the one read off a trained model) that are candidates themselves and L-BFGS starts, under the
+    same guard (still measured against ``start``).
 
     Stability guard (``stretch=None`` switches it off). Loss-optimal per-step schedules sit at the edge of
     stability (module docstring): fine up to these tasks' largest eigenvalue of X Xᵀ, exploding just past it, so
@@ -312,7 +315,11 @@ def tune_gdpp(
                           f"and {tolerance!r}")
     x, y, x_query, y_query = _float64(x, y, x_query, y_query)
     W0 = None if W0 is None else W0.double()
-    candidates = _gdpp_candidates(x, y, x_query, y_query, n_steps, shared, W0, start, max_iter, gamma_starts)
+    for extra in extra_starts:
+        if extra.n_steps != n_steps:
+            raise ConfigError(f"an extra start has {extra.n_steps} steps, tuning asked for {n_steps}")
+    candidates = _gdpp_candidates(x, y, x_query, y_query, n_steps, shared, W0, start, max_iter, gamma_starts,
+                                  extra_starts)
     if stretch is not None:
         stretched = tuple(t * stretch ** 0.5 for t in (x, y, x_query, y_query))
         limit = tolerance * gdpp_loss(*stretched, start, W0)
@@ -323,8 +330,10 @@ def tune_gdpp(
 def _gdpp_candidates(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int, shared: bool,
     W0: torch.Tensor | None, start: GDPPParams, max_iter: int, gamma_starts: Sequence[float],
+    extra_starts: Sequence[GDPPParams] = (),
 ) -> list[GDPPParams]:
-    """``start`` and the L-BFGS minimisers from each (η order, γ start) of ``tune_gdpp`` (float64 tasks)."""
+    """``start`` and the L-BFGS minimisers from each (η order, γ start) of ``tune_gdpp`` (float64 tasks), then each
+    extra start and its L-BFGS minimiser."""
     n_free = 1 if shared else n_steps
 
     def loss(params: list[torch.Tensor]) -> torch.Tensor:
@@ -345,6 +354,15 @@ def _gdpp_candidates(
                 continue
             etas_k, gammas_k = (tuple(float(v) for v in p.expand(n_steps)) for p in found)
             candidates.append(GDPPParams(etas_k, gammas_k))
+    for extra in extra_starts:
+        candidates.append(extra)
+        try:
+            found = _lbfgs(loss, [extra.etas[:n_free], extra.gammas[:n_free]], max_iter, tolerance_grad=1e-10,
+                           tolerance_change=1e-12)
+        except DivergenceError:
+            continue
+        etas_k, gammas_k = (tuple(float(v) for v in p.expand(n_steps)) for p in found)
+        candidates.append(GDPPParams(etas_k, gammas_k))
     return candidates
 
 

@@ -220,3 +220,21 @@ def test_stability_guard_settings_are_checked():
                 {"tolerance": 0.5}, {"tolerance": float("inf")}):
         with pytest.raises(ConfigError):
             tune_gdpp(x, y, xq, yq, 1, start=GDPPParams((0.1,), (0.0,)), **bad)
+
+
+def test_extra_starts_are_candidates_and_lbfgs_starts_under_the_guard():
+    """With no γ starts the tuner can only return its start (tuned GD); an extra start (a GD++ schedule such as
+    one read off a trained model) must then be used: catches ``extra_starts`` being ignored. A wrong-length
+    extra start is a ConfigError."""
+    task = LinearRegressionTask()
+    tune = task.sample(1024, seed=0, stream=Stream.TUNE, dtype=torch.float64)
+    args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, 2)
+    gd = tune_gd(*args, shared=True)
+    alone = tune_gdpp(*args, shared=True, start=gd, gamma_starts=())
+    assert alone == gd
+    extra = GDPPParams((gd.etas[0],) * 2, (0.1,) * 2)
+    found = tune_gdpp(*args, shared=True, start=gd, gamma_starts=(), extra_starts=[extra])
+    loss = {name: gdpp_loss(*args[:4], p) for name, p in (("gd", gd), ("extra", extra), ("found", found))}
+    assert loss["found"] <= loss["extra"] and loss["found"] < 0.9 * loss["gd"] and found.gammas[0] > 0
+    with pytest.raises(ConfigError):
+        tune_gdpp(*args, shared=True, start=gd, extra_starts=[GDPPParams((1.0,), (0.0,))])
