@@ -58,41 +58,9 @@ def _show_notices() -> None:
     warnings.showwarning = show
 
 
-def _out_of_memory(exc: BaseException) -> bool:
-    """An allocation failure: Python's MemoryError, torch's OutOfMemoryError (CUDA) or its CPU allocator's."""
-    text = str(exc).lower()
-    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text \
-        or "out of memory" in text
-
-
 def _fail(exc: BaseException) -> None:
     typer.echo(f"icl-gd: error: {exc}", err=True)
     raise typer.Exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
-
-
-def resolve_device(name: str):
-    import torch
-
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {name!r} is not a device (use cpu or cuda)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name}: no CUDA device is available on this machine")
-    if device.type not in {"cpu", "cuda"}:
-        raise ConfigError(f"--device {name!r} is not supported (use cpu or cuda)")
-    return device
-
-
-def set_threads(threads: int | None) -> None:
-    """Set torch's intra-op thread count for this process (the CLI is the one place that owns the process)."""
-    import torch
-
-    if threads is None:
-        return
-    if threads <= 0:
-        raise ConfigError(f"--threads must be a positive integer, got {threads}")
-    torch.set_num_threads(threads)
 
 
 @app.command()
@@ -111,28 +79,20 @@ def run(
     ),
 ) -> None:
     """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
-    from icl_gd.results import prepare_run_dir
-    from icl_gd.study import resolve_study_config, write_resolved_config
-    from studies import RunContext, get_study
+    from icl_gd.runner import execute_run, is_out_of_memory, out_of_memory_message
 
     try:
-        spec = get_study(study)
-        config = resolve_study_config(spec, preset, set_, steps=steps, seeds=seeds)
-        set_threads(threads if threads is not None else spec.default_threads)
-        torch_device = resolve_device(device)  # before touching --out: a bad device leaves nothing behind
-        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
-        write_resolved_config(ctx, study, config, preset)
-        mean = spec.run(config, ctx)
+        mean = execute_run(study, out, preset, set_, steps=steps, seeds=seeds, device=device, threads=threads,
+                           progress=progress, force=force)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:
         typer.echo("icl-gd: interrupted; rerun the same command to resume from the last checkpoint", err=True)
         raise typer.Exit(130)
     except (MemoryError, RuntimeError) as exc:
-        if not _out_of_memory(exc):
+        if not is_out_of_memory(exc):
             raise
-        typer.echo(f"icl-gd: error: out of memory on {device} ({type(exc).__name__}); lower batch_size, n_test or "
-                   "n_tune (icl-gd config STUDY shows them), then rerun to resume", err=True)
+        typer.echo(f"icl-gd: error: {out_of_memory_message(exc, device)}", err=True)
         raise typer.Exit(1)
     headline = [k for k in mean if isinstance(mean[k], float) and (k.startswith("loss_") or k in HEADLINE)]
     summary = ", ".join(f"{k}={mean[k]:.4g}" for k in headline[:8])
