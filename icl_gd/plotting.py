@@ -237,3 +237,16 @@ def heads_figure(per_seed, heads, references: dict[str, float], cosine: bool = F
         axes.flat[1].set(xlabel="heads", ylabel="sensitivity cosine vs GD", xticks=heads, ylim=(-0.05, 1.05))
     fig.tight_layout()
     return fig
+
+
+def condition_figure(rows) -> "plt.Figure":
+    """log10 κ(X Xᵀ) of the context inputs (mean over test tasks) after k = 0..K input transforms, one line per
+    source (rows {seed, source, transforms, log10_mean}; min-max band over seeds)."""
+    df = _frame(rows)
+    fig, ax = plt.subplots(figsize=(4.8, 3.4))
+    sns.lineplot(data=df, x="transforms", y="log10_mean", hue="source", style="source", markers=True,
+                 errorbar=("pi", 100), ax=ax)
+    ax.set(xlabel="input transforms applied (layers / steps)", ylabel="mean log10 condition number of X Xᵀ",
+           xticks=sorted(df.transforms.unique()))
+    ax.legend(fontsize=7)
+    return fig
