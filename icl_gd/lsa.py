@@ -64,6 +64,7 @@ class LSAConfig:
     n_heads: int = 1
     key_size: int | None = None
     softmax: bool = False
+    scaled_logits: bool = False  # softmax logits divided by sqrt(key size), as the authors' code does
     damping: float = 1.0
     clip_activations: float | None = None
     init_scale: float = 0.002
@@ -216,8 +217,12 @@ class LSALayer(nn.Module):
         q = _project_heads(self.W_Q, e)
         k = _project_heads(self.W_K, e[:, :-1])
         v = _project_heads(self.W_V, e[:, :-1])
-        attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, T, N)
+        attn = torch.softmax(self._logits(q @ k.transpose(-1, -2)), dim=-1)  # (B, H, T, N)
         return _combine_heads(self.P, attn @ v)
+
+    def _logits(self, scores: torch.Tensor) -> torch.Tensor:
+        """Softmax logits: the scores, divided by sqrt(key size) when ``scaled_logits``."""
+        return scores / math.sqrt(self.config.resolved_key_size) if self.config.scaled_logits else scores
 
     def query_update(self, e: torch.Tensor) -> torch.Tensor:
         """The update (B, D) of the last token only, before damping; what a final layer needs for ŷ.
@@ -229,7 +234,7 @@ class LSALayer(nn.Module):
             q = _project_heads(self.W_Q, e_q[:, None])  # (B, H, 1, k)
             k = _project_heads(self.W_K, context)
             v = _project_heads(self.W_V, context)
-            attn = torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # (B, H, 1, N)
+            attn = torch.softmax(self._logits(q @ k.transpose(-1, -2)), dim=-1)  # (B, H, 1, N)
             return _combine_heads(self.P, attn @ v)[:, 0]
         D = e.shape[-1]
         context, query = _split_padded(e, _padded_width(D))
@@ -240,7 +245,7 @@ class LSALayer(nn.Module):
         q = torch.einsum("hkd,btd->bhtk", self.W_Q, e)
         k = torch.einsum("hkd,btd->bhtk", self.W_K, e[:, :-1])
         scores = q @ k.transpose(-1, -2)
-        return torch.softmax(scores, dim=-1) if self.config.softmax else scores
+        return torch.softmax(self._logits(scores), dim=-1) if self.config.softmax else scores
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens + self.config.damping * self.attention_update(tokens)
