@@ -99,6 +99,49 @@ def run(
     typer.echo(f"{study}: wrote {out}  ({summary})")
 
 
+@app.command()
+def sweep(
+    study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
+    out: Path = typer.Option(..., "--out", help="Sweep directory: runs/<run_id>/ each, sweep.csv, summary.csv."),
+    grid: list[str] = typer.Option([], "--grid", help="KEY=V1,V2,... (repeatable; the Cartesian product is run)."),
+    seeds: int = typer.Option(1, "--seeds", help="Seeds 0..S-1 per grid point, one run each."),
+    preset: str = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one)."),
+    set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE for every run (repeatable)."),
+    backend: str = typer.Option("local", "--backend", help="local (a process pool here) or ray (a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto or ray://HOST:10001 "
+                                          "(default: a local Ray instance for this sweep)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel runs (default: the number of cores)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the sweep's progress bar and log."),
+) -> None:
+    """Run a grid of configs times seeds, each an ordinary run directory; exit 1 if any run failed."""
+    from icl_gd.sweep import parse_grid, plan_sweep, run_sweep, write_sweep_results
+    from icl_gd.study import resolve_study_config
+    from studies import get_study
+
+    try:
+        keys = parse_grid(grid)
+        specs = plan_sweep(study, keys, seeds, preset, set_)
+        spec = get_study(study)
+        for run_spec in specs:  # every config is checked before any run starts
+            resolve_study_config(spec, run_spec.preset, run_spec.overrides)
+        records = run_sweep(specs, out, backend=backend, workers=workers, address=address, device=device,
+                            progress=progress)
+        write_sweep_results(out, records, list(keys))
+    except ICLGDError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        typer.echo("icl-gd: sweep interrupted; rerun the same command to finish it (finished runs are skipped, "
+                   "the others resume from their checkpoints)", err=True)
+        raise typer.Exit(130)
+    failed = [r for r in records if r.status == "failed"]
+    counts = {s: sum(r.status == s for r in records) for s in ("done", "skipped", "failed")}
+    typer.echo(f"{study}: {len(records)} runs ({counts['done']} done, {counts['skipped']} skipped, "
+               f"{counts['failed']} failed); wrote {out / 'sweep.csv'} and {out / 'summary.csv'}")
+    if failed:
+        raise typer.Exit(1)
+
+
 @app.command("config")
 def show_config(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
@@ -169,6 +212,36 @@ def verify() -> None:
     if failed:
         typer.echo(f"icl-gd: error: {failed} identity check(s) failed", err=True)
         raise typer.Exit(1)
+
+
+@app.command()
+def reproduce(
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory of the runs and the report (reused on a "
+                                                            "second call)."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer steps and seeds (about 15 min on 2 cores); claims "
+                                                      "that need the full budget are reported inconclusive."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated claim ids (see --list)."),
+    backend: str = typer.Option("local", "--backend", help="local (a process pool) or ray."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Parallel runs (default: the CPU cores)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (auto, ray://host:port)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the sweep's progress bar."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
+    list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
+) -> None:
+    """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
+    from icl_gd.claims.command import run_reproduce
+
+    try:
+        code = run_reproduce(out=out, quick=quick, only=only, backend=backend, workers=workers, address=address,
+                             device=device, progress=progress, plan_only=plan_only, list_claims=list_claims,
+                             echo=typer.echo)
+    except ICLGDError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        typer.echo("icl-gd: interrupted; rerun the same command to reuse the finished runs", err=True)
+        raise typer.Exit(130)
+    raise typer.Exit(code)
 
 
 def main() -> None:  # pragma: no cover - console-script entry
