@@ -73,6 +73,18 @@ class GDPPPredictor(nn.Module):
         return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0).to(tokens.dtype)
 
 
+class InFloat64(nn.Module):
+    """Any predictor run in float64 on tokens of any dtype (ŷ (B, d_y) returned in the tokens' dtype): constructed
+    references computed without float32 round-off, still differentiable for sensitivities."""
+
+    def __init__(self, predictor: nn.Module) -> None:
+        super().__init__()
+        self.predictor = predictor.double()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.predictor(tokens.double()).to(tokens.dtype)
+
+
 class LeastSquaresPredictor(nn.Module):
     """Minimum-norm least squares on the context: W = Y X⁺."""
 
