@@ -132,6 +132,122 @@ class SeparateLayout:
 
 
 @dataclass(frozen=True)
+class StandardPositions:
+    """The Transformer's sinusoidal encoding of absolute positions t = 0, 1, ... (the authors' ``create_pos_encoding``):
+    p_t[2i] = sin(t ω_i), p_t[2i+1] = cos(t ω_i), ω_i = 10000^(-2i/size), i = 0..size/2-1."""
+
+    size: int = 10
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, int) or self.size <= 0 or self.size % 2:
+            raise ConfigError(f"positional encoding size must be a positive even integer, got {self.size!r}")
+
+    def omegas(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:  # (size/2,)
+        return torch.exp(torch.arange(0, self.size, 2, dtype=torch.float64) * (-math.log(10000.0) / self.size)
+                         ).to(dtype)
+
+    def encode(self, n_tokens: int, dtype: torch.dtype = torch.float32,
+               device: torch.device | str = "cpu") -> torch.Tensor:
+        """(n_tokens, size) encodings of positions 0..n_tokens-1, pairs (sin, cos) per frequency."""
+        angles = torch.arange(n_tokens, dtype=torch.float64)[:, None] * self.omegas()[None]
+        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).to(device=device, dtype=dtype)
+
+    def shift(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+        """R (size, size) with p_{t+1} = R p_t: a rotation by ω_i in each (sin, cos) pair."""
+        R = torch.zeros(self.size, self.size, dtype=torch.float64)
+        for i, w in enumerate(self.omegas().tolist()):
+            c, s = math.cos(w), math.sin(w)
+            R[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+        return R.to(dtype)
+
+
+@dataclass(frozen=True)
+class AuthorsSeparateLayout:
+    """The authors' separate-token layout: tokens (B, 2N+1, d_x + P). An input token is (x_i, p_t), a label token
+    ((0, ..., 0, y_i), p_t) (y in the last data coordinate, the one x_i's last entry uses), the query (x_q, p_2N);
+    p_t the standard sinusoidal encoding (``StandardPositions``) concatenated. ŷ is minus the query's **last
+    coordinate**, a positional one: a model must cancel its offset p_2N[-1] = cos(2N ω_last) itself."""
+
+    d_x: int
+    n_context: int
+    positions: StandardPositions = StandardPositions()
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "d_x", "n_context")
+
+    @property
+    def d_y(self) -> int:
+        return 1
+
+    @property
+    def n_tokens(self) -> int:
+        return 2 * self.n_context + 1
+
+    @property
+    def d_pos(self) -> int:
+        return self.positions.size
+
+    @property
+    def d_model(self) -> int:
+        return self.d_x + self.d_pos
+
+    @property
+    def x_slot(self) -> slice:
+        return slice(0, self.d_x)
+
+    @property
+    def y_slot(self) -> slice:
+        """Where a label token holds y_i: the last data coordinate."""
+        return slice(self.d_x - 1, self.d_x)
+
+    @property
+    def pos_slot(self) -> slice:
+        return slice(self.d_x, self.d_model)
+
+    @property
+    def readout_slot(self) -> slice:
+        return slice(self.d_model - 1, self.d_model)
+
+    @property
+    def x_positions(self) -> list[int]:
+        return list(range(0, 2 * self.n_context, 2))
+
+    def tokens(self, batch: RegressionBatch) -> torch.Tensor:
+        x, y = batch.x, batch.y
+        B, N = x.shape[0], self.n_context
+        if x.shape[1] != N + 1 or x.shape[-1] != self.d_x or y.shape[-1] != 1:
+            raise ConfigError(f"batch of shape x{tuple(x.shape)}, y{tuple(y.shape)} does not fit the authors' layout "
+                              f"d_x={self.d_x}, d_y=1, N={N}")
+        out = x.new_zeros(B, self.n_tokens, self.d_model)
+        out[:, 0::2, self.x_slot] = x
+        out[:, 1::2, self.y_slot] = y[:, :-1]
+        out[:, :, self.pos_slot] = self.positions.encode(self.n_tokens, x.dtype, x.device)
+        return out
+
+    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x_context (B, N, d_x), y_context (B, N, 1), x_query (B, d_x)) read back from input tokens."""
+        return tokens[:, 0:-1:2, self.x_slot], tokens[:, 1::2, self.y_slot], tokens[:, -1, self.x_slot]
+
+    def prediction(self, tokens: torch.Tensor) -> torch.Tensor:
+        """ŷ (B, 1) = minus the query's last coordinate."""
+        return query_prediction(tokens, self.readout_slot)
+
+
+@dataclass(frozen=True)
+class AuthorsSeparateTokenTask(LayoutTokenTask):
+    """A regression task (d_y = 1) in the authors' separate-token layout."""
+
+    task: LinearRegressionTask
+    positions: StandardPositions = StandardPositions()
+
+    @property
+    def layout(self) -> AuthorsSeparateLayout:
+        if self.task.d_y != 1:
+            raise ConfigError(f"the authors' separate layout holds one label per token, the task has d_y = {self.task.d_y}")
+        return AuthorsSeparateLayout(self.task.d, self.task.n_context, self.positions)
+
+
+@dataclass(frozen=True)
 class SeparateTokenTask(LayoutTokenTask):
     """A regression task seen through the separate layout: the ``TokenTask`` that training consumes."""
 
@@ -152,6 +268,7 @@ class SeparateModelConfig:
     n_heads: int = 1
     key_size: int | None = None
     init_scale: float = 0.002
+    scaled_logits: bool = False  # the copy layer's logits divided by sqrt(key size) (the authors')
 
     def __post_init__(self) -> None:
         if not isinstance(self.n_heads, int) or self.n_heads <= 0:
@@ -167,7 +284,7 @@ class SeparateTokenModel(nn.Module):
     ``forward(tokens)`` gives ŷ (B, d_y); with ``return_tokens`` also [input, after copy, after gd] (B, T, D).
     """
 
-    def __init__(self, layout: SeparateLayout, config: SeparateModelConfig = SeparateModelConfig(),
+    def __init__(self, layout: SeparateLayout | AuthorsSeparateLayout, config: SeparateModelConfig = SeparateModelConfig(),
                  seed: int = 0) -> None:
         super().__init__()
         self.layout = layout
@@ -176,8 +293,10 @@ class SeparateTokenModel(nn.Module):
         D = layout.d_model
         # n_layers=2 in both configs: the authors' init variance 0.002 / (layers · fan_in).
         self.copy = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, n_heads=config.n_heads,
-                                       key_size=config.key_size, softmax=True, init_scale=config.init_scale), gen)
-        self.gd = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, init_scale=config.init_scale), gen)
+                                       key_size=config.key_size, softmax=True, scaled_logits=config.scaled_logits,
+                                       init_scale=config.init_scale), gen)
+        self.gd = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, key_size=config.key_size,
+                                     init_scale=config.init_scale), gen)
 
     def forward(self, tokens: torch.Tensor, return_tokens: bool = False):
         copied = self.copy(tokens)
@@ -236,3 +355,38 @@ def copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> CopyAnalysis:
     own_res = (diag + eye).pow(2).sum(dim=(-1, -2)).sqrt()
     return CopyAnalysis(per_pair.sqrt().mean(0), own.mean(0), nxt.mean(0), other.mean(0),
                         other_per_token.mean(0), own_res.mean(0))
+
+
+@dataclass(frozen=True)
+class AuthorsCopyAnalysis:
+    """The authors' copy analysis (``analyse_copy``), averaged over output tokens k = 0..2N-2: with g_kj = ‖mean
+    over tasks of ∂(Σ_d out_k[d])/∂e_j‖ (out the layer's output, residual included), ``own`` = g_kk, ``next`` =
+    g_k,k+1, ``other`` = Σ_{j ∉ {k, k+1}} g_kj / (T-2); ``other_with_next`` = Σ_{j ≠ k} g_kj / (T-2), their sum,
+    which counts the neighbour k+1 among the others (their bug, kept to show what it does)."""
+
+    own: float
+    next: float
+    other: float
+    other_with_next: float
+
+
+def authors_copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> AuthorsCopyAnalysis:
+    """``layer`` maps tokens (B, T, D) to (B, T, D); tokens (B, T, D). One backward pass per output token k."""
+    B, T, D = tokens.shape
+    inputs = tokens.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = layer(inputs)
+        own = nxt = other = other_with_next = 0.0
+        ks = range(T - 2)  # k = 0..2N-2, as theirs: k+1 is then a token of the context
+        for k in ks:
+            (grad,) = torch.autograd.grad(out[:, k].sum(), inputs, retain_graph=True)  # (B, T, D): per task
+            g = grad.mean(0).norm(dim=-1)  # (T,): ‖mean over tasks of the gradient‖ per input token
+            others = torch.ones(T, dtype=torch.bool, device=tokens.device)
+            others[k] = False
+            with_next = float(g[others].sum())
+            others[k + 1] = False
+            own, nxt = own + float(g[k]), nxt + float(g[k + 1])
+            other += float(g[others].sum()) / (T - 2)
+            other_with_next += with_next / (T - 2)
+    n = len(ks)
+    return AuthorsCopyAnalysis(own / n, nxt / n, other / n, other_with_next / n)

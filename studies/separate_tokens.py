@@ -12,32 +12,56 @@ gets ``*_h{H}`` metrics.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from constructions.prop3 import prop3_model, score_gap
 from icl_gd.baselines import GDPredictor, ZeroPredictor
 from icl_gd.config import require_positive, require_positive_ints, setting
+from icl_gd.errors import ConfigError
 from icl_gd.evaluation import alignment_metrics
 from icl_gd.gd import tune_gd
 from icl_gd.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
-from icl_gd.separate_tokens import (SeparateModelConfig, SeparateTokenModel, SeparateTokenTask, SinusoidalPositions,
+from icl_gd.separate_tokens import (AuthorsSeparateTokenTask, SeparateModelConfig, SeparateTokenModel,
+                                    SeparateTokenTask, SinusoidalPositions, StandardPositions, authors_copy_analysis,
                                     copy_analysis)
-from icl_gd.study import HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, relative_gap
+from icl_gd.study import (EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study,
+                          TrainingConfig, relative_gap)
 
 COPY_COLUMNS = ("own", "next", "other", "other_per_token", "own_with_residual")
 
 
 @dataclass(frozen=True)
 class SeparateModelPart(HeadsModelConfig):
-    n_frequencies: int | None = setting(None, "frequencies of the sinusoidal positions (none: N)")
+    n_frequencies: int | None = setting(None, "frequencies of the cyclic positions (none: N; layout ours)")
+    layout: Literal["ours", "authors"] = setting(
+        "ours", "ours: tokens [x | y | cyclic positions], ŷ from the query's y slot; authors: x_i and (0,…,0,y_i) "
+                "share the data slots, standard sinusoidal positions concatenated, ŷ from the query's last "
+                "(positional) coordinate")
+    position_size: int = setting(10, "size of the standard sinusoidal positions (layout authors)")
+    scaled_logits: bool = setting(False, "divide the softmax layer's logits by sqrt(key size) (the authors')")
+    key_size: int | None = setting(None, "key size of both layers (none: the token width)")
     layers = 2  # a softmax layer then an LSA layer: the depth TrainingConfig resolves for
     recurrent = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         SinusoidalPositions(n_frequencies=self.n_frequencies)
+        StandardPositions(self.position_size)
+        if self.layout not in ("ours", "authors"):
+            raise ConfigError(f"layout must be 'ours' or 'authors', got {self.layout!r}")
+        if self.key_size is not None and (not isinstance(self.key_size, int) or self.key_size <= 0):
+            raise ConfigError(f"key_size must be a positive integer, got {self.key_size!r}")
+
+    def token_task(self, task: Any) -> Any:
+        if self.layout == "authors":
+            return AuthorsSeparateTokenTask(task, StandardPositions(self.position_size))
+        return SeparateTokenTask(task, SinusoidalPositions(n_frequencies=self.n_frequencies))
+
+    def separate_model(self, heads: int) -> SeparateModelConfig:
+        return SeparateModelConfig(n_heads=heads, key_size=self.key_size, init_scale=self.init_scale,
+                                   scaled_logits=self.scaled_logits)
 
 
 @dataclass(frozen=True)
@@ -52,28 +76,29 @@ class SeparateTokensConfig(QuickRegressionConfig):
 
 
 def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
-    token_task = SeparateTokenTask(config.task.build(), SinusoidalPositions(n_frequencies=config.model.n_frequencies))
-    run = RegressionRun(config, ctx, token_task)
+    run = RegressionRun(config, ctx, config.model.token_task(config.task.build()))
     layout, tune = run.layout, run.tune_batch()
     args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query)
     eta_1, eta_2 = tune_gd(*args, 1).etas, tune_gd(*args, 2, shared=False).etas
     gd1 = run.add_reference("gd", GDPredictor(layout, eta_1), curve="1 GD step")
     gd2 = run.add_reference("gd_2steps", GDPredictor(layout, eta_2), curve="2 GD steps")
-    constructed = prop3_model(layout, eta_1[0], config.construction_beta, torch.float32).to(run.device)
     common = {"loss_gd": gd1.loss, "loss_gd_2steps": gd2.loss, "lr_gd": eta_1[0], "lr_gd_2steps": list(eta_2),
-              "loss_zero": run.score(ZeroPredictor(layout)).loss, "loss_prop3_construction": run.score(constructed).loss,
-              "construction_beta": config.construction_beta, "construction_score_gap": score_gap(layout)}
+              "loss_zero": run.score(ZeroPredictor(layout)).loss}
+    if config.model.layout == "ours":
+        constructed = prop3_model(layout, eta_1[0], config.construction_beta, torch.float32).to(run.device)
+        common.update({"loss_prop3_construction": run.score(constructed).loss,
+                       "construction_beta": config.construction_beta, "construction_score_gap": score_gap(layout)})
     copy_tokens = run.test.tokens[: config.n_copy]
     first = {}  # heads -> (model, copy analysis) of the first seed, for the figures
     for heads in config.model.heads:
         label = config.model.label(heads)
         models = run.train_seeds(f"heads{heads}", lambda seed: SeparateTokenModel(
-            layout, SeparateModelConfig(n_heads=heads, init_scale=config.model.init_scale), seed=seed),
+            layout, config.model.separate_model(heads), seed=seed),
             lambda m, step, seed: run.eval_rows(step, seed, label, m))
         for seed, model in models.items():
             analysis = copy_analysis(model.copy, copy_tokens)
             first.setdefault(heads, (model, analysis))
-            values = head_metrics(run, model, analysis)
+            values = {**head_metrics(run, model, analysis), **authors_copy_metrics(model, copy_tokens)}
             primary = values if heads == config.model.heads[0] else {}
             run.record(seed, {**common, **primary, **{f"{k}_h{heads}": v for k, v in values.items()}})
             run.add_rows("copy_analysis", copy_rows(layout, analysis), seed=seed, heads=heads)
@@ -91,6 +116,14 @@ def head_metrics(run: RegressionRun, model: SeparateTokenModel, analysis: Any) -
         **alignment_metrics("", trained, gd1),
         **alignment_metrics("vs_gd_2steps_", trained, gd2),
     }
+
+
+def authors_copy_metrics(model: SeparateTokenModel, tokens: torch.Tensor) -> dict[str, float]:
+    """The authors' copy analysis of the first layer (their definition, "others" without k+1; and with it, as
+    their code has it)."""
+    a = authors_copy_analysis(model.copy, tokens)
+    return {"copy_authors_own": a.own, "copy_authors_next": a.next, "copy_authors_other": a.other,
+            "copy_authors_other_with_next_bug": a.other_with_next}
 
 
 def copy_rows(layout: Any, analysis: Any) -> list[dict[str, Any]]:
@@ -112,10 +145,23 @@ def figures(run: RegressionRun, first: dict[int, tuple[SeparateTokenModel, Any]]
                                 {"1 GD step": common["loss_gd"], "2 GD steps": common["loss_gd_2steps"]})
 
 
+def paper_config() -> SeparateTokensConfig:
+    """The authors' set-up (normal_token_construct.ipynb): 21 tokens, standard positions of size 10 concatenated
+    (width 20), a softmax layer (logits / sqrt(20)) then a linear layer, one head, ŷ from the last positional
+    coordinate; 10 000 steps of 2048 tasks, AdamW 1e-3 (0.9, 0.98), clip 10, init variance 0.01 / fan_in
+    (init_scale 0.02 over the model's 2 layers); 10 000 test tasks."""
+    return SeparateTokensConfig(
+        model=SeparateModelPart(heads=(1,), init_scale=0.02, layout="authors", position_size=10,
+                                scaled_logits=True, key_size=20),
+        training=TrainingConfig(steps=10_000, batch_size=2048, lr=1e-3, grad_clip=10.0),
+        evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=500))
+
+
 STUDY = Study(
     name="separate-tokens",
     summary="separate x/y tokens: softmax copy layer + LSA layer vs one and two GD steps, copy analysis (Prop. 3)",
     default_config=SeparateTokensConfig,
     run=run,
     default_threads=1,
+    presets={"paper": paper_config},
 )
