@@ -50,6 +50,9 @@ class RecordedLayer:
     name: str
     module: nn.Linear
     compress_by_example: bool = False
+    # False: no forward hook; the model hands its rows to ``DualRecorder.record`` itself (a recurrent cell's gate
+    # map, applied once per time step, records a whole window at once).
+    hooked: bool = True
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,14 @@ class Provenance:
     label: torch.Tensor
     task: int | torch.Tensor
     epoch: int
+
+
+@dataclass(frozen=True)
+class RecorderCheckpoint:
+    """Where recording stood at a checkpoint: the memory's manifest (every chunk flushed) and the step count."""
+
+    manifest: dict
+    step: int
 
 
 def _to_numpy(t: torch.Tensor, dtype: str) -> np.ndarray:
@@ -103,7 +114,10 @@ class DualRecorder:
         value_dtype: str | None = None,
         chunk_rows: int = 16384,
         check_gradients: bool = False,
+        resume: RecorderCheckpoint | None = None,
     ) -> None:
+        """``resume``: what ``checkpoint()`` returned in an interrupted run with the same layers and optimizer
+        (restored to that point); recording continues from there and later rows of that run are dropped."""
         if not layers:
             raise ConfigError("DualRecorder needs at least one layer")
         if key_dtype not in KEY_DTYPES:
@@ -122,15 +136,20 @@ class DualRecorder:
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype or ("float64" if model_dtype == torch.float64 else "float32")
         self.check_gradients = check_gradients
-        self.writer = MemoryWriter(root, chunk_rows=chunk_rows)
+        self.writer = MemoryWriter(root, chunk_rows=chunk_rows, resume=None if resume is None else resume.manifest)
         self.root = self.writer.root
-        self.step = 0  # optimizer steps taken since recording began
+        self.step = 0 if resume is None else resume.step  # optimizer steps taken since recording began
         self._provenance: Provenance | None = None
         self._layers = [_LayerState(spec) for spec in layers]
+        self._by_name = {state.spec.name: state for state in self._layers}
         self._handles = []
         for state in self._layers:
-            self._declare(state.spec)
-            self._handles.append(state.spec.module.register_forward_hook(self._forward_hook(state)))
+            if resume is None:
+                self._declare(state.spec)
+            elif state.spec.name not in resume.manifest["layers"]:
+                raise ConfigError(f"cannot resume: layer {state.spec.name!r} is not in the recorded memory")
+            if state.spec.hooked:
+                self._handles.append(state.spec.module.register_forward_hook(self._forward_hook(state)))
         self._handles.append(optimizer.register_step_pre_hook(self._before_step))
         self._handles.append(optimizer.register_step_post_hook(self._after_step))
         self._closed = False
@@ -199,6 +218,25 @@ class DualRecorder:
             output.register_hook(lambda grad: self._record(state, x, grad.detach(), provenance))
 
         return hook
+
+    def record(self, name: str, keys: torch.Tensor, errors: torch.Tensor, provenance: Provenance) -> None:
+        """Record rows of an un-hooked layer: its inputs ``keys (B, in)`` and the errors ∂L/∂(outputs)
+        ``errors (B, out)`` of one backward pass, row i from ``provenance``'s example i."""
+        state = self._by_name.get(name)
+        if state is None or state.spec.hooked:
+            raise ConfigError(f"{name!r} is not an un-hooked recorded layer")
+        m = state.spec.module
+        n = provenance.example.shape[0]
+        if keys.shape != (n, m.in_features) or errors.shape != (n, m.out_features):
+            raise ConfigError(f"layer {name!r}: keys {tuple(keys.shape)} and errors {tuple(errors.shape)} do not "
+                              f"match ({n}, {m.in_features}) and ({n}, {m.out_features})")
+        self._record(state, keys.detach(), errors.detach(), provenance)
+
+    def checkpoint(self) -> RecorderCheckpoint:
+        """Between optimizer steps: flush every table and return what ``DualRecorder(resume=...)`` needs."""
+        if any(state.pending for state in self._layers):
+            raise ConfigError("checkpoint() between a backward pass and its optimizer step")
+        return RecorderCheckpoint(self.writer.snapshot(), self.step)
 
     def _record(self, state: _LayerState, x: torch.Tensor, error: torch.Tensor, provenance: Provenance) -> None:
         spec = state.spec

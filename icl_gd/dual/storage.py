@@ -15,6 +15,7 @@ never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading n
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,17 +63,42 @@ class MemoryWriter:
     Every chunk is fsynced before it is listed, so the memory survives power loss, not only process death.
     """
 
-    def __init__(self, root: Path | str, chunk_rows: int = 16384) -> None:
+    def __init__(self, root: Path | str, chunk_rows: int = 16384, resume: Mapping[str, Any] | None = None) -> None:
+        """``resume``: a manifest returned by ``snapshot`` of an earlier writer on ``root``; writing continues from
+        it, and chunks written after that snapshot (an interrupted run's) are dropped."""
         if chunk_rows <= 0:
             raise ConfigError(f"chunk_rows must be positive, got {chunk_rows}")
         self.root = Path(root)
         self.chunk_rows = chunk_rows
         self.root.mkdir(parents=True, exist_ok=True)
+        self._pending: dict[tuple[str, str], _PendingTable] = {}
+        if resume is not None:
+            self._resume(resume)
+            return
         if (self.root / MANIFEST).exists():
             raise ConfigError(f"{self.root} already holds a dual memory; use a fresh directory")
         self._manifest: dict[str, Any] = {"format": FORMAT_VERSION, "layers": {}}
-        self._pending: dict[tuple[str, str], _PendingTable] = {}
         self._write_manifest()
+
+    def _resume(self, manifest: Mapping[str, Any]) -> None:
+        if manifest.get("format") != FORMAT_VERSION or manifest.get("closed"):
+            raise ConfigError(f"{self.root}: cannot resume from this manifest (format or closed)")
+        self._manifest = json.loads(json.dumps(manifest))  # a deep copy the caller cannot change
+        for layer, entry in self._manifest["layers"].items():
+            listed = set(entry["arrays"].values())
+            for table, spec in entry["tables"].items():
+                columns = tuple(Column(c["name"], c["dtype"], c["width"]) for c in spec["columns"])
+                self._pending[(layer, table)] = _PendingTable(columns, {c.name: [] for c in columns})
+                listed.update(f for chunk in spec["chunks"] for f in chunk["files"].values())
+            for path in (self.root / layer).glob("*.npy"):
+                if path.name not in listed:
+                    path.unlink()  # written after the snapshot: not part of the resumed memory
+        self._write_manifest()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Flush every table and return a copy of the manifest, from which ``MemoryWriter(resume=...)`` continues."""
+        self.flush()
+        return json.loads(json.dumps(self._manifest))
 
     # -- declaration -----------------------------------------------------------------------------------------
     def add_layer(self, layer: str, info: Mapping[str, Any]) -> None:

@@ -93,22 +93,24 @@ def verify_layer(
     queries: np.ndarray,
     weight: np.ndarray | None = None,
     bias: np.ndarray | None = None,
+    block_rows: int = 32768,
 ) -> DualVerification:
     """Compare the rebuilt weights and the dual outputs on ``queries (nq, in)`` with the primal layer.
 
-    ``weight``/``bias`` are the layer's parameters at the layer's step (the stored final ones by default).
+    ``weight``/``bias`` are the layer's parameters at the layer's step (the stored final ones by default);
+    ``block_rows`` units are held in RAM at a time (lower it for wide values, e.g. a language model's output).
     """
     if weight is None:
         weight = layer.memory.array("final_weight")
         bias = layer.memory.arrays.get("final_bias")
     weight = np.asarray(weight, dtype=np.float64)
     bias = None if bias is None else np.asarray(bias, dtype=np.float64)
-    W, b = rebuild_weights(layer)
+    W, b = rebuild_weights(layer, block_rows=block_rows)
     w_abs, w_rel = _errors(np.concatenate([W, b[:, None]], 1) if b is not None else W,
                            np.concatenate([weight, bias[:, None]], 1) if bias is not None else weight)
     q = np.asarray(queries, dtype=np.float64)
     primal = q @ weight.T + (0.0 if bias is None else bias)
-    o_abs, o_rel = _errors(dual_outputs(layer, q), primal)
+    o_abs, o_rel = _errors(dual_outputs(layer, q, block_rows), primal)
     residual = weight - W
     moved = weight - layer.initial_scale_w * layer.initial_weight
     res2 = (residual**2).sum(axis=1)

@@ -1,0 +1,250 @@
+"""Train the LSTM language model by truncated BPTT while ``DualRecorder`` records its gate maps and output layer.
+
+The training stream is cut into ``batch_size`` contiguous streams (the classic word-LM batching); each optimizer step
+reads one window of ``bptt`` tokens per stream, the hidden state carried (detached) from the previous window and
+reset every epoch. The order is fixed, so a run is a pure function of its config and seed. Every row records
+its key's provenance: ``example`` = the position of the key's word in the training stream (which gives its
+document and its place there), ``label`` = the next word, ``task`` = the document, step and epoch.
+
+Checkpoints (every ``checkpoint_every`` steps and at the end) hold the model, optimizer, schedule, hidden state,
+data position and the recorder's manifest; a rerun resumes from the last one, and the memory drops whatever the
+interrupted run recorded after it, so the resumed run records exactly the rows of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..config import require_non_negative, require_positive, require_positive_ints, setting
+from ..errors import ConfigError, DivergenceError
+from ..results import atomic_write_bytes
+from ..training import progress_bar
+from .corpus import Corpus, TokenStream
+from .lstm import LSTMLanguageModel, detach, record_window
+from .recorder import DualRecorder, Provenance, RecorderCheckpoint
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+CURVE_EVERY = 20  # optimizer steps between train_loss rows
+
+
+@dataclass(frozen=True)
+class LMTrainingConfig:
+    """The LSTM language model and its recorded truncated-BPTT training."""
+
+    embed: int = setting(64, "word embedding width")
+    hidden: int = setting(128, "LSTM hidden width (every layer)")
+    layers: int = setting(1, "LSTM layers (1 or 2 in the paper)")
+    bptt: int = setting(35, "tokens per truncated-BPTT window")
+    batch_size: int = setting(32, "parallel streams per window")
+    epochs: int = setting(2, "passes over the training stream")
+    optimizer: Literal["sgd", "adam"] = setting("sgd", "sgd: exact dual form; adam: its residual is reported")
+    lr: float = setting(1.0, "initial learning rate")
+    momentum: float = setting(0.9, "SGD heavy-ball momentum")
+    weight_decay: float = setting(1e-6, "(coupled) weight decay")
+    lr_decay: float = setting(0.5, "learning rate × lr_decay after every epoch")
+    clip_norm: float | None = setting(0.5, "global gradient-norm clipping (none: off)")
+    dtype: Literal["float32", "float64"] = setting("float32", "training precision")
+    key_dtype: Literal["float16", "float32", "float64"] = setting("float32", "dtype of the stored keys")
+    checkpoint_every: int = setting(200, "optimizer steps between checkpoints (a rerun resumes from the last)")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "embed", "hidden", "layers", "bptt", "batch_size", "epochs", "checkpoint_every")
+        require_positive("lr", self.lr)
+        require_positive("lr_decay", self.lr_decay)
+        if self.clip_norm is not None:
+            require_positive("clip_norm", self.clip_norm)
+        require_non_negative("momentum", self.momentum)
+        require_non_negative("weight_decay", self.weight_decay)
+
+
+@dataclass(frozen=True)
+class Batched:
+    """A stream cut into B contiguous columns: ``ids (n, B)`` and each token's stream position ``position (n, B)``."""
+
+    ids: torch.Tensor
+    position: torch.Tensor
+
+    def windows(self, bptt: int) -> list[tuple[int, int]]:
+        """``(start, length)`` of each window: inputs rows start..start+length, targets one row later."""
+        n = self.ids.shape[0]
+        return [(i, min(bptt, n - 1 - i)) for i in range(0, n - 1, bptt)]
+
+
+def batchify(stream: TokenStream, batch: int) -> Batched:
+    n = len(stream) // batch
+    if n < 2:
+        raise ConfigError(f"{len(stream)} tokens cannot fill {batch} streams of at least 2 tokens")
+    ids = torch.as_tensor(stream.ids[: n * batch]).view(batch, n).T.contiguous()
+    position = torch.arange(n * batch).view(batch, n).T.contiguous()
+    return Batched(ids, position)
+
+
+@dataclass(frozen=True)
+class TrainedLM:
+    """A trained model, its recorded memory and what training measured."""
+
+    model: LSTMLanguageModel
+    memory: Path
+    n_steps: int
+    n_epochs: int
+    curves: list[dict]
+    train_seconds: float
+
+
+def build_model(config: LMTrainingConfig, vocab_size: int, seed: int, device: torch.device) -> LSTMLanguageModel:
+    generator = torch.Generator().manual_seed(seed)
+    model = LSTMLanguageModel(vocab_size, config.embed, config.hidden, config.layers, generator)
+    return model.to(DTYPES[config.dtype]).to(device)
+
+
+def make_optimizer(config: LMTrainingConfig, model: nn.Module) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
+                               weight_decay=config.weight_decay)
+    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
+def fingerprint(config: LMTrainingConfig, corpus: Corpus, seed: int) -> str:
+    """What a checkpoint belongs to: the training config, the seed and the training stream."""
+    digest = hashlib.sha256(np.ascontiguousarray(corpus.train.ids).tobytes()).hexdigest()[:16]
+    text = json.dumps({"config": asdict(config), "seed": seed, "vocab": corpus.vocab_size, "train": digest},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _save(path: Path, payload: dict) -> None:
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _load(path: Path, fp: str) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception:  # a damaged checkpoint: start afresh
+        return None
+    return payload if isinstance(payload, dict) and payload.get("fingerprint") == fp else None
+
+
+def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, checkpoint: Path,
+             device: torch.device, progress: bool = False,
+             on_step: Callable[[int], None] | None = None) -> TrainedLM:
+    """Train a fresh model (initialised from ``seed``) on ``corpus.train`` while recording it under ``memory``;
+    resume from ``checkpoint`` when it belongs to the same config, seed and corpus. ``on_step(step)`` follows
+    every optimizer step (after any checkpoint of that step)."""
+    fp = fingerprint(config, corpus, seed)
+    model = build_model(config, corpus.vocab_size, seed, device)
+    saved = _load(checkpoint, fp)
+    if saved is not None and saved["finished"]:
+        model.load_state_dict(saved["model"])
+        return TrainedLM(model, memory, saved["step"], config.epochs, saved["curves"], saved["seconds"])
+    optimizer = make_optimizer(config, model)
+    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
+    data = batchify(corpus.train, config.batch_size)
+    windows = data.windows(config.bptt)
+    document = torch.as_tensor(corpus.train.document)
+    if saved is None:
+        if memory.exists():
+            shutil.rmtree(memory)  # an earlier attempt without a usable checkpoint: record from scratch
+        resume, epoch, window, curves, seconds, state = None, 0, 0, [], 0.0, None
+    else:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        resume = RecorderCheckpoint(saved["manifest"], saved["step"])
+        epoch, window, curves, seconds = saved["epoch"], saved["window"], saved["curves"], saved["seconds"]
+        state = [(h.to(device), c.to(device)) for h, c in saved["state"]]
+    recorder = DualRecorder(model.recorded_layers(), optimizer, memory, key_dtype=config.key_dtype,
+                            chunk_rows=8192, resume=resume)
+
+    def save(finished: bool) -> None:
+        payload = {"fingerprint": fp, "finished": finished, "model": model.state_dict(), "step": recorder.step,
+                   "curves": curves, "seconds": seconds + time.perf_counter() - started}
+        if not finished:
+            payload.update(optimizer=optimizer.state_dict(), schedule=schedule.state_dict(),
+                           manifest=recorder.checkpoint().manifest, epoch=epoch, window=window,
+                           state=[(h.cpu(), c.cpu()) for h, c in state])
+        _save(checkpoint, payload)
+
+    started = time.perf_counter()
+    total = config.epochs * len(windows)
+    with progress_bar(total, f"dual-form-lm seed {seed}", progress) as update:
+        while epoch < config.epochs:
+            if window == 0:
+                state = model.initial_state(config.batch_size)
+            while window < len(windows):
+                start, length = windows[window]
+                tokens = data.ids[start:start + length].to(device)
+                targets = data.ids[start + 1:start + 1 + length].reshape(-1).to(device)
+                example = data.position[start:start + length].reshape(-1)
+                provenance = Provenance(example, targets.cpu(), task=document[example], epoch=epoch)
+                optimizer.zero_grad()
+                with recorder.batch(provenance):
+                    h, new_state, capture = model.hidden_states(tokens, state, capture=True)
+                    logits = model.output(h.reshape(-1, config.hidden))
+                    loss = nn.functional.cross_entropy(logits, targets)
+                    loss.backward()
+                if not torch.isfinite(loss):
+                    raise DivergenceError(f"dual-form-lm seed {seed}: training loss became {loss.item()} at step "
+                                          f"{recorder.step}; lower lr")
+                record_window(recorder, capture, provenance)
+                if config.clip_norm is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+                optimizer.step()
+                state = detach(new_state)
+                window += 1
+                if recorder.step % CURVE_EVERY == 0:
+                    curves.append({"step": recorder.step, "seed": seed, "model": "lstm", "metric": "train_loss",
+                                   "value": loss.item()})
+                update(epoch * len(windows) + window, loss.item())
+                if window == len(windows):
+                    epoch, window = epoch + 1, 0
+                    schedule.step()
+                if recorder.step % config.checkpoint_every == 0:
+                    save(finished=False)
+                if on_step is not None:
+                    on_step(recorder.step)
+                if window == 0:
+                    break
+    recorder.close()
+    seconds += time.perf_counter() - started
+    started = time.perf_counter()
+    save(finished=True)
+    return TrainedLM(model, memory, recorder.step, config.epochs, curves, seconds)
+
+
+@torch.no_grad()
+def perplexity(model: LSTMLanguageModel, stream: TokenStream, bptt: int, batch: int) -> float:
+    """exp(mean cross-entropy) over ``stream`` cut into ``batch`` streams, state carried across windows."""
+    data = batchify(stream, batch)
+    device = model.output.weight.device
+    state = model.initial_state(batch)
+    total, count = 0.0, 0
+    for start, length in data.windows(bptt):
+        logits, state = model(data.ids[start:start + length].to(device), state)
+        targets = data.ids[start + 1:start + 1 + length].reshape(-1).to(device)
+        total += float(nn.functional.cross_entropy(logits.double(), targets, reduction="sum"))
+        count += targets.numel()
+    return float(np.exp(total / count))
+
+
+def unigram_perplexity(train: TokenStream, stream: TokenStream, vocab_size: int, batch: int) -> float:
+    """The add-one unigram model of ``train`` on the same targets ``perplexity`` scores."""
+    counts = np.bincount(train.ids, minlength=vocab_size).astype(np.float64) + 1.0
+    log_p = np.log(counts / counts.sum())
+    targets = batchify(stream, batch).ids[1:].reshape(-1).numpy()
+    return float(np.exp(-log_p[targets].mean()))
