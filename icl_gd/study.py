@@ -321,9 +321,10 @@ class RegressionRun:
     # ------------------------------------------------------------------ training
     def train_seeds(self, label: str, make_model: Callable[[int], nn.Module],
                     evaluate: Callable[[nn.Module, int, int], list[dict[str, Any]]] | None,
-                    batched: bool = False) -> dict[int, nn.Module]:
+                    batched: bool = False, training: TrainConfig | None = None) -> dict[int, nn.Module]:
         """A model per seed (``make_model(seed)``, moved to the device), trained with the resolved training
-        settings, one after the other or all as one batched model; returns {seed: trained model}.
+        settings (or ``training``, e.g. a baseline's own optimiser), one after the other or all as one batched
+        model; returns {seed: trained model}.
 
         Checkpoints are ``checkpoints/{label}_seed{s}.pt`` (``..._seeds{a}-{b}.pt`` when batched); their
         fingerprint covers the label, the config's parts and the seeds. ``evaluate(model, step, seed)``'s
@@ -331,7 +332,7 @@ class RegressionRun:
         """
         models = {seed: make_model(seed).to(self.device) for seed in self.seeds}
         groups = [list(self.seeds)] if batched and len(self.seeds) > 1 else [[s] for s in self.seeds]
-        training = self.config.train_config()
+        training = training or self.config.train_config()
 
         def rows(model: nn.Module, step: int, seed: int) -> list[dict[str, Any]]:
             return (evaluate(model, step, seed) if evaluate else []) + self._reference_rows(step, seed)
