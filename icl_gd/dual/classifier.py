@@ -2,7 +2,9 @@
 
 Task 0 is a dataset (``auto``: Fashion-MNIST when its IDX files are present, digits otherwise); task 1 is task 0's
 images under one fixed pixel permutation, or another dataset of the same image size. The tasks share one output
-head: task 1's labels follow task 0's, and its example ids follow task 0's, so every training image has one id.
+layer: with ``head="stacked"`` task 1's labels follow task 0's (20 outputs for two 10-class tasks), with
+``head="shared"`` both tasks use the same outputs (the authors' 10-way head, so MNIST's "3" and Fashion-MNIST's
+class 3 are one output). Task 1's example ids follow task 0's, so every training image has one id.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch import nn
 
 from ..config import require_positive_ints, setting
-from ..datasets import FASHION_MNIST_DIR, ImageDataset, load_dataset, permuted, resolve_dataset
+from ..datasets import FASHION_MNIST_DIR, ImageDataset, load_dataset, permuted, resolve_dataset, standardized
 from ..errors import ConfigError
 
 PERMUTATION_SEED = 12345  # task 1's pixel permutation: part of the task's definition, not of a run
@@ -52,10 +54,18 @@ class TaskPairConfig:
         "permuted", "task 1: task 0's images under a fixed pixel permutation, or another 28×28 dataset")
     fashion_mnist_dir: str = setting(str(FASHION_MNIST_DIR), "directory holding the Fashion-MNIST IDX files")
     train_examples: int | None = setting(None, "train on the first N images of each task (none: all)")
+    standardize: bool = setting(False, "shift and scale each dataset to zero mean, unit variance over its "
+                                       "training pixels (the authors' normalisation); false: pixels in [0, 1]")
+    head: Literal["stacked", "shared"] = setting(
+        "stacked", "output layer: stacked (task 1's classes after task 0's) or shared (both tasks on the same "
+                   "outputs, the authors' 10-way head)")
+    single_task: int = setting(0, "the task the single setting trains on: 0 (dataset) or 1 (second_task)")
 
     def __post_init__(self) -> None:
         if self.train_examples is not None:
             require_positive_ints(self, "train_examples")
+        if self.single_task not in (0, 1):
+            raise ConfigError(f"single_task must be 0 or 1, got {self.single_task}")
 
     def build(self) -> TaskPair:
         """Load both tasks; ``ConfigError`` when task 1's images are not the size of task 0's."""
@@ -69,9 +79,20 @@ class TaskPairConfig:
                     f"second_task={self.second_task} has {second.n_features} pixels but dataset {first.name} has "
                     f"{first.n_features}; use second_task=permuted"
                 )
+        if self.standardize:  # each dataset by its own statistics, like the authors' per-dataset normalisation
+            first, second = standardized(first), standardized(second)
         first, second = first.first_train(self.train_examples), second.first_train(self.train_examples)
+        if self.head == "shared" and second.n_classes != first.n_classes:
+            raise ConfigError(f"head=shared needs tasks with as many classes; {first.name} has {first.n_classes}, "
+                              f"{second.name} has {second.n_classes}")
+        second_offset = first.n_classes if self.head == "stacked" else 0
         return (ClassificationTask(0, first, 0, 0),
-                ClassificationTask(1, second, first.n_classes, len(first.train_y)))
+                ClassificationTask(1, second, second_offset, len(first.train_y)))
+
+
+def head_size(tasks: tuple[ClassificationTask, ...]) -> int:
+    """Outputs of an MLP trained on ``tasks``: enough for the largest label they use on the shared layer."""
+    return max(t.label_offset + t.n_classes for t in tasks)
 
 
 class MLP(nn.Module):

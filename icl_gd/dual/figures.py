@@ -1,5 +1,6 @@
-"""Figures of the dual-form study: per setting (top training images, attention per class and over time) and a
-summary over settings (vote accuracy table, verification errors). Written by ``plotting.save_figure``."""
+"""Figures of the dual-form study: per setting (top training images, attention per class and over time, and the
+authors' spotlight views: sorted scores per class, attention mass over the last training steps) and a summary over
+settings (vote accuracy table, verification errors). Written by ``plotting.save_figure``."""
 
 from __future__ import annotations
 
@@ -15,10 +16,64 @@ from .training import LAYERS
 
 
 def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
-    """``top_training_images_<setting>``, ``class_attention_<setting>``, ``attention_over_time_<setting>``."""
+    """``top_training_images_<setting>``, ``class_attention_<setting>``, ``attention_over_time_<setting>``,
+    ``sorted_scores_<setting>``, ``recent_attention_<setting>``."""
     top_training_images(out, setting, analysis, tasks)
     class_attention(out, setting, analysis)
     attention_over_time(out, setting, analysis)
+    sorted_scores(out, setting, analysis, tasks)
+    recent_attention(out, setting, analysis, tasks)
+
+
+def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+    """The authors' spotlight plot: one row per figure query, one column per layer; along x, each (task, training
+    class) in turn, its largest scores |k·q| sorted in decreasing order (one colour per task)."""
+    nf = len(analysis.figure_queries)
+    fig, axes = plt.subplots(nf, len(LAYERS), figsize=(4.2 * len(LAYERS), 2.2 * nf), squeeze=False)
+    for j, (name, spot) in enumerate(zip(LAYERS, analysis.spotlights)):
+        _, n_tasks, n_classes, n = spot.sorted_scores.shape
+        for i in range(nf):
+            ax, x0, ticks, labels = axes[i, j], 0, [], []
+            for t in range(n_tasks):
+                xs, ys = [], []
+                for c in range(n_classes):
+                    scores = spot.sorted_scores[i, t, c]
+                    scores = scores[np.isfinite(scores)]
+                    if not len(scores):
+                        continue
+                    xs += [*range(x0, x0 + len(scores)), np.nan]  # NaN breaks the line between classes
+                    ys += [*scores, np.nan]
+                    ticks.append(x0 + len(scores) / 2)
+                    labels.append(str(c - tasks[t].label_offset))
+                    x0 += n + n // 10
+                if xs:
+                    ax.plot(xs, ys, marker="o", ms=1, lw=0.8, label=tasks[t].data.name)
+            ax.set_xticks(ticks, labels, fontsize=5)
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+            if i == 0:
+                ax.set_title(name, fontsize=8)
+        axes[0, j].legend(fontsize=5)
+    axes[-1, 0].set_xlabel("training class (per task), then its keys by decreasing score", fontsize=7)
+    fig.suptitle(f"{setting}: the {n} largest attention scores |k·q| of each training class, per query", fontsize=8)
+    save_figure(fig, out, f"sorted_scores_{setting}")
+
+
+def recent_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+    """Per layer: the share of attention on each of the last training steps' keys, split by task, mean over the
+    figure queries."""
+    fig, axes = plt.subplots(1, len(LAYERS), figsize=(4 * len(LAYERS), 3), sharey=True)
+    for ax, name, spot in zip(axes, LAYERS, analysis.spotlights):
+        mass = spot.step_mass.mean(0)  # (S, T)
+        for t in range(mass.shape[1]):
+            if mass[:, t].sum() > 0:
+                ax.plot(spot.recent_steps, mass[:, t], lw=0.8, label=tasks[t].data.name)
+        ax.set_title(name)
+        ax.set_xlabel("training step")
+    axes[0].set_ylabel("share of attention")
+    axes[-1].legend(fontsize=7)
+    fig.suptitle(f"{setting}: attention mass on each of the last {len(analysis.spotlights[0].recent_steps)} "
+                 f"training steps, mean over {len(analysis.figure_queries)} queries", fontsize=8)
+    save_figure(fig, out, f"recent_attention_{setting}")
 
 
 def top_training_images(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
@@ -78,13 +133,23 @@ def attention_over_time(out: Path, setting: str, analysis: Analysis) -> None:
 def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[dict]) -> None:
     """``vote_accuracy`` (a table of ``analysis.vote_table``) and ``verification_errors`` (bars of
     ``analysis.verification_table``, log scale)."""
-    fig, ax = plt.subplots(figsize=(6.5, 0.35 * len(vote_rows) + 0.8))
+    fig, ax = plt.subplots(figsize=(11, 0.35 * len(vote_rows) + 0.9))
     ax.axis("off")
-    columns = ["setting", "layer", "vote = prediction", "vote = label", "effective keys"]
+    columns = ["setting", "layer", "vote = prediction", "vote = label", "correct: vote = label",
+               "misclassified: vote = label", "misclassified: vote = prediction", "effective keys"]
+
+    def pm(r: dict, key: str) -> str:
+        return f"{r[key]:.3f} ± {r[key + '_std']:.3f}" if np.isfinite(r[key]) else "no query"
+
     cells = [[r["setting"], r["layer"], f"{r['vote_agrees_with_prediction']:.3f}", f"{r['vote_agrees_with_label']:.3f}",
-              f"{r['effective_keys']:.0f}"] for r in vote_rows]
-    ax.table(cellText=cells, colLabels=columns, loc="center")
-    ax.set_title("vote accuracy (class with the most attention), mean over seeds", fontsize=8)
+              pm(r, "vote_agrees_with_label_correct"), pm(r, "vote_agrees_with_label_misclassified"),
+              pm(r, "vote_agrees_with_prediction_misclassified"), f"{r['effective_keys']:.0f}"] for r in vote_rows]
+    table = ax.table(cellText=cells, colLabels=columns, loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(6)
+    runs = sorted({r["n_runs"] for r in vote_rows})
+    ax.set_title(f"vote (class with the most attention): mean over seeds, split columns mean ± std over "
+                 f"{'/'.join(map(str, runs))} seeds", fontsize=8)
     save_figure(fig, out, "vote_accuracy")
 
     fig, ax = plt.subplots(figsize=(6, 3))

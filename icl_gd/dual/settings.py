@@ -1,11 +1,12 @@
 """Train the MLP on the two tasks in one of three settings while recording its dual form.
 
-- ``single``: task 0 only;
-- ``joint``: both tasks shuffled together, on a shared head (task 1's labels after task 0's);
+- ``single``: one task (task 0, or task 1 with ``single_task=1``);
+- ``joint``: both tasks shuffled together, on one output layer (``classifier.TaskPairConfig.head``);
 - ``continual``: task 0's epochs, then task 1's with the same optimizer: the forgetting setting.
 
 Training is float64 SGD with momentum, weight decay, a learning rate decayed after every epoch and optional
-clipping, through the one recorded loop ``training.train_epochs``.
+clipping, through the one recorded loop ``training.train_epochs``. ``epochs=None`` runs as many epochs as the step
+cap needs (the authors count steps, not epochs).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import math
+
 import numpy as np
 import torch
 
 from ..config import require_non_negative, require_positive, require_positive_ints, setting
 from ..errors import ConfigError
-from .classifier import MLP, ClassificationTask, TaskPair, accuracy
+from .classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
 from .recorder import DualRecorder
 from .training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
 
@@ -41,8 +44,9 @@ class ClassifierTrainingConfig:
     """The MLP and its recorded SGD training."""
 
     hidden: int = setting(256, "width of both hidden layers")
-    epochs: int = setting(3, "epochs per task (continual: per phase)")
+    epochs: int | None = setting(3, "epochs per task (continual: per phase); none: as many as steps need")
     steps: int | None = setting(None, "cap on optimizer steps per task phase (none: every mini-batch)")
+    continual_phase_steps: int | None = setting(None, "continual: the step cap of each task phase (none: steps)")
     batch_size: int = setting(32, "images per mini-batch")
     lr: float = setting(0.1, "initial SGD learning rate")
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
@@ -51,23 +55,40 @@ class ClassifierTrainingConfig:
     clip_norm: float | None = setting(None, "global gradient-norm clipping (none: off)")
     key_dtype: Literal["auto", "float16", "float32", "float64"] = setting(
         "auto", "dtype of the stored keys; auto: float64 on digits, float32 otherwise")
+    value_dtype: Literal["auto", "float32", "float64"] = setting(
+        "auto", "dtype of the stored error signals (values); auto: the training dtype, float64")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "hidden", "epochs", "batch_size")
-        for name in ("lr", "lr_decay") + tuple(n for n in ("steps", "clip_norm") if getattr(self, n) is not None):
+        require_positive_ints(self, "hidden", "batch_size")
+        optional = ("epochs", "steps", "continual_phase_steps", "clip_norm")
+        for name in ("lr", "lr_decay") + tuple(n for n in optional if getattr(self, n) is not None):
             require_positive(name, getattr(self, name))
+        if self.epochs is None and self.steps is None:
+            raise ConfigError("epochs=none needs a step cap: set steps")
+
+    def phase_steps(self, setting: str) -> int | None:
+        """The step cap of each task phase of ``setting``."""
+        if setting == "continual" and self.continual_phase_steps is not None:
+            return self.continual_phase_steps
+        return self.steps
+
+    def phase_epochs(self, setting: str, n_examples: int) -> int:
+        """Epochs of one phase over ``n_examples`` images: ``epochs``, or as many as the step cap needs."""
+        if self.epochs is not None:
+            return self.epochs
+        return math.ceil(self.phase_steps(setting) / math.ceil(n_examples / self.batch_size))
         require_non_negative("momentum", self.momentum)
         require_non_negative("weight_decay", self.weight_decay)
 
 
-def tasks_in(setting: str, tasks: TaskPair) -> tuple[ClassificationTask, ...]:
-    """The tasks a setting trains on (and is tested on)."""
-    return tasks[:1] if setting == "single" else tasks
+def tasks_in(setting: str, tasks: TaskPair, single_task: int = 0) -> tuple[ClassificationTask, ...]:
+    """The tasks a setting trains on (and is tested on); ``single_task`` is the one task of ``single``."""
+    return (tasks[single_task],) if setting == "single" else tasks
 
 
-def phases(setting: str, tasks: TaskPair) -> list[tuple[ClassificationTask, ...]]:
+def phases(setting: str, tasks: TaskPair, single_task: int = 0) -> list[tuple[ClassificationTask, ...]]:
     """The tasks trained together in each phase of a setting."""
-    return [(t,) for t in tasks] if setting == "continual" else [tasks_in(setting, tasks)]
+    return [(t,) for t in tasks] if setting == "continual" else [tasks_in(setting, tasks, single_task)]
 
 
 def training_set(tasks: Sequence[ClassificationTask], device: torch.device) -> TrainingSet:
@@ -88,25 +109,27 @@ class TrainedSetting:
     model: MLP
     tasks: tuple[ClassificationTask, ...]  # the tasks it was trained on
     n_epochs: int  # over all phases: the epoch ids in the memory are 0 .. n_epochs - 1
+    phase_starts: tuple[int, ...]  # the first optimizer step of each task phase
     memory: Path
     accuracies: dict[str, float]  # task<i>_accuracy, test_accuracy (their mean), continual: after task 0
     curves: list[dict]  # tidy rows: step, seed, model (the setting), metric, value
 
 
 def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair, seed: int, memory: Path,
-                  device: torch.device) -> TrainedSetting:
+                  device: torch.device, single_task: int = 0) -> TrainedSetting:
     """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``memory``."""
     generator = torch.Generator().manual_seed(seed)
-    used = tasks_in(setting, tasks)
-    model = MLP(tasks[0].data.n_features, config.hidden, sum(t.n_classes for t in used), generator)
+    used = tasks_in(setting, tasks, single_task)
+    model = MLP(tasks[0].data.n_features, config.hidden, head_size(used), generator)
     model = model.to(torch.float64).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
                                 weight_decay=config.weight_decay)
     key_dtype = config.key_dtype if config.key_dtype != "auto" else (
         "float64" if tasks[0].data.name == "digits" else "float32")
-    recorder = DualRecorder(mlp_layers(model.layers), optimizer, memory, key_dtype=key_dtype, chunk_rows=16384)
+    value_dtype = None if config.value_dtype == "auto" else config.value_dtype
+    recorder = DualRecorder(mlp_layers(model.layers), optimizer, memory, key_dtype=key_dtype,
+                            value_dtype=value_dtype, chunk_rows=16384)
     run = RecordedSGD(model, optimizer, torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay), recorder)
-    loop = EpochLoop(config.epochs, config.batch_size, config.clip_norm, max_steps=config.steps)
     curves: list[dict] = []
 
     def row(metric: str, value: float) -> dict:
@@ -120,14 +143,19 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
         curves.extend(row(f"test_accuracy_task{t.index}", accuracy(model, t)) for t in used)
 
     accuracies: dict[str, float] = {}
-    for phase, phase_tasks in enumerate(phases(setting, tasks)):
-        train_epochs(run, training_set(phase_tasks, device), loop, generator, first_epoch=phase * config.epochs,
-                     on_step=on_step, on_epoch=on_epoch, label=f"{setting}/seed {seed}")
+    n_epochs, phase_starts = 0, []
+    for phase, phase_tasks in enumerate(phases(setting, tasks, single_task)):
+        data = training_set(phase_tasks, device)
+        epochs = config.phase_epochs(setting, len(data))
+        loop = EpochLoop(epochs, config.batch_size, config.clip_norm, max_steps=config.phase_steps(setting))
+        phase_starts.append(recorder.step)
+        train_epochs(run, data, loop, generator, first_epoch=n_epochs, on_step=on_step, on_epoch=on_epoch,
+                     label=f"{setting}/seed {seed}")
+        n_epochs += epochs
         if setting == "continual" and phase == 0:
             accuracies["task0_accuracy_after_task0"] = accuracy(model, tasks[0])
     recorder.close()
     for t in used:
         accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
     accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
-    n_epochs = config.epochs * len(phases(setting, tasks))
-    return TrainedSetting(setting, model, used, n_epochs, memory, accuracies, curves)
+    return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), memory, accuracies, curves)
