@@ -14,6 +14,7 @@ import torch
 
 CHECK_MODULES: tuple[str, ...] = (
     "constructions.dual_form",
+    "constructions.dual_lm",
     "constructions.prop1",
     "constructions.prop2",
     "constructions.prop3",

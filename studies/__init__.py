@@ -14,6 +14,7 @@ _STUDY_MODULES: dict[str, str] = {
     "single-layer": "studies.single_layer",
     "multi-layer": "studies.multi_layer",
     "dual-form": "studies.dual_form",
+    "dual-form-lm": "studies.dual_form_lm",
     "sine": "studies.sine",
     "separate-tokens": "studies.separate_tokens",
     "softmax-heads": "studies.softmax_heads",

@@ -1,0 +1,342 @@
+"""What a trained LSTM language model's dual form says about its next-word predictions.
+
+A query is a position in the test text: the model reads the ``context`` words up to it from a zero state and
+predicts the next word. Each recorded layer's query is its input at that last step (the output layer: h_t; gate
+layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, as in ``queries.score_queries``): attention
+a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's logit, where r = ∂ logit /
+∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial weights' part is
+the logit exactly; for gate layers it is the first-order effect through the last step's gates.
+
+Per layer: verification against the trained weights, top keys (with their training passages), how often the top
+keys' next word is the predicted word, entropy and effective number of keys, attention over training steps,
+sorted attention curves, and key removal: the predicted word's probability after dropping a query's top-k keys
+from the layer against dropping k random keys.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..config import require_positive_ints, setting
+from ..errors import ConfigError
+from .corpus import Corpus
+from .lstm import OUTPUT, LSTMLanguageModel, layer_modules
+from .queries import _readonly_tensor, _TopK, TopUnits, keys_removed
+from .storage import open_memory
+from .units import PROVENANCE_FIELDS, DualLayer, dual_layer
+from .verification import DualVerification, verify_layer
+
+CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
+
+
+@dataclass(frozen=True)
+class LMAnalysisConfig:
+    """The test queries scored against the stored keys, and what is shown of them."""
+
+    n_queries: int = setting(100, "test positions scored against every stored key")
+    context: int = setting(32, "words each query reads (from a zero state) before predicting the next")
+    top_k: int = setting(10, "keys per query for the next-word match and kept as top lists")
+    n_passages: int = setting(5, "queries shown in passages.md/html with their top-3 training passages per layer")
+    passage_words: int = setting(14, "words shown before a key's word in a passage")
+    removal_keys: int = setting(10, "keys dropped per query and layer: its top-k by attention vs k random keys")
+    step_bins: int = setting(20, "bins of training steps for the attention-over-training curve")
+    verify_queries: int = setting(32, "queries on which each layer's dual outputs are compared with the primal")
+    block_rows: int = setting(4096, "keys scored per block (an output-layer value is vocabulary-wide)")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "n_queries", "context", "top_k", "n_passages", "passage_words", "removal_keys",
+                              "step_bins", "verify_queries", "block_rows")
+
+
+@dataclass(frozen=True)
+class LMQueries:
+    """``tokens (C, nq)`` read by the queries, their test-stream ``position (nq,)`` (of the last word read), the
+    true next word ``target (nq,)``, the prediction ``pred (nq,)`` and its probability ``prob (nq,)``; per layer
+    the query vectors ``(nq, in)`` and read-outs ``(nq, out)``."""
+
+    tokens: torch.Tensor
+    position: np.ndarray
+    target: np.ndarray
+    pred: np.ndarray
+    prob: np.ndarray
+    inputs: dict[str, np.ndarray]
+    readouts: dict[str, np.ndarray]
+
+
+def query_positions(n_test: int, n: int, context: int) -> np.ndarray:
+    """``n`` positions spread evenly over the test stream, each with ``context`` words read and a next word."""
+    if n_test < context + 1:
+        raise ConfigError(f"the test split has {n_test} tokens, fewer than context={context} + 1")
+    return np.unique(np.linspace(context - 1, n_test - 2, n).round().astype(np.int64))
+
+
+def last_step(model: LSTMLanguageModel, tokens: torch.Tensor) -> tuple[torch.Tensor, object, torch.Tensor]:
+    """Run ``tokens (C, nq)`` from a zero state: ``(logits of the last step (nq, V), capture, h_last)``."""
+    h, _, capture = model.hidden_states(tokens, model.initial_state(tokens.shape[1]), capture=True)
+    return model.output(h[-1]), capture, h[-1]
+
+
+def make_queries(model: LSTMLanguageModel, corpus: Corpus, config: LMAnalysisConfig) -> LMQueries:
+    position = query_positions(len(corpus.test), config.n_queries, config.context)
+    offsets = np.arange(-config.context + 1, 1)
+    device = model.output.weight.device
+    tokens = torch.as_tensor(corpus.test.ids[position[None, :] + offsets[:, None]], device=device)
+    names = list(layer_modules(model))
+    with torch.enable_grad():
+        logits, capture, h_last = last_step(model, tokens)
+        pred = logits.argmax(1)
+        picked = logits.gather(1, pred[:, None]).sum()
+        last = [z[-1] for z in capture.preactivations]
+        grads = torch.autograd.grad(picked, [*last, logits])
+    inputs = {name: keys[-1].detach().cpu().double().numpy() for name, keys in zip(names, capture.keys)}
+    inputs[OUTPUT] = h_last.detach().cpu().double().numpy()
+    readouts = {name: g.detach().cpu().double().numpy() for name, g in zip(names, grads)}
+    prob = torch.softmax(logits.detach().double(), 1).gather(1, pred[:, None])[:, 0]
+    return LMQueries(tokens, position, corpus.test.ids[position + 1], pred.cpu().numpy(), prob.cpu().numpy(),
+                     inputs, readouts)
+
+
+@dataclass(frozen=True)
+class LMScores:
+    """One layer's scores for ``nq`` queries: top-k by attention and by contribution, attention totals, entropy,
+    attention per step bin ``(nq, bins)`` and per epoch ``(nq, E)``, sorted attention curves ``(nc, points)`` of
+    the first ``nc`` queries (share of the total at ``curve_rank``)."""
+
+    attention_top: TopUnits
+    proponents: TopUnits
+    attention_total: np.ndarray
+    entropy: np.ndarray
+    attention_by_bin: np.ndarray
+    attention_by_epoch: np.ndarray
+    curve_rank: np.ndarray
+    curves: np.ndarray
+    n_keys: int
+
+    @property
+    def effective_keys(self) -> np.ndarray:
+        return np.exp(self.entropy)
+
+
+def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int, step_bins: int, n_epochs: int,
+             n_curves: int, block_rows: int = 4096) -> LMScores:
+    """Score ``queries (nq, in)`` with ``readouts (nq, out)`` against every key of ``layer``, blocked (float32
+    products, float64 totals); the first ``n_curves`` queries also keep their full attention for the curves."""
+    q = torch.as_tensor(queries, dtype=torch.float32)
+    r = torch.as_tensor(readouts, dtype=torch.float32)
+    nq = q.shape[0]
+    n_keys = layer.memory.table("rows").rows
+    n_steps = max(layer.n_steps, 1)
+    step_bins = min(step_bins, n_steps)  # no empty bins on short runs
+    offset = 1.0 if layer.has_bias else 0.0
+    shared = bool(np.array_equal(layer.coef_w, layer.coef_b))
+    top_att, top_pro = _TopK(nq, k), _TopK(nq, k)
+    total = torch.zeros(nq, dtype=torch.float64)
+    xlogx = torch.zeros(nq, dtype=torch.float64)
+    by_group = torch.zeros(nq, step_bins + n_epochs, dtype=torch.float64)
+    n_curves = min(n_curves, nq)
+    full = np.zeros((n_curves, n_keys), dtype=np.float32)
+    provenance: dict[str, list[np.ndarray]] = {f: [] for f in PROVENANCE_FIELDS}
+    for block in layer.blocks(block_rows, dtype="float32"):
+        first, b = int(block.row[0]), len(block.row)
+        for f in provenance:
+            provenance[f].append(np.array(getattr(block, f)))
+        raw = q @ _readonly_tensor(block.key).T  # (nq, b): k_u·q
+        contribution = r @ torch.from_numpy(block.value).T  # (nq, b): r·v_u
+        if block.bias_value is not None and not shared:
+            contribution.mul_(raw).add_(r @ torch.from_numpy(block.bias_value).T)
+            raw.add_(offset)
+        else:
+            raw.add_(offset)  # v^b = v: c_u = (r·v_u)([k_u; 1]·[q; 1])
+            contribution.mul_(raw)
+        attention = raw.abs_()
+        top_att.update(attention, first)
+        top_pro.update(contribution, first)
+        steps = np.minimum(block.step, n_steps - 1)
+        groups = np.concatenate([np.minimum(steps * step_bins // n_steps, step_bins - 1)[:, None],
+                                 step_bins + np.minimum(block.epoch, n_epochs - 1)[:, None]], 1)
+        onehot = torch.zeros(b, step_bins + n_epochs, dtype=torch.float32)
+        onehot.scatter_(1, torch.from_numpy(groups.astype(np.int64)), 1.0)
+        by_group += (attention @ onehot).double()
+        total += attention.sum(1).double()
+        if n_curves:
+            full[:, first:first + b] = attention[:n_curves].numpy()
+        xlogx += torch.xlogy(attention, attention).sum(1).double()
+    prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    entropy = (torch.log(safe) - xlogx / safe).numpy()
+    rank = np.unique(np.geomspace(1, max(n_keys, 1), CURVE_POINTS).astype(np.int64)) - 1
+    curves = np.sort(full, axis=1)[:, ::-1][:, rank] / np.maximum(total[:n_curves, None].numpy(), 1e-300)
+    groups = by_group.numpy()
+    return LMScores(top_att.result(prov), top_pro.result(prov), total.numpy(), entropy, groups[:, :step_bins],
+                    groups[:, step_bins:], rank + 1, curves, n_keys)
+
+
+def gather_units(layer: DualLayer, rows: np.ndarray, block_rows: int = 4096
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Keys ``(n, in)``, values ``(n, out)`` and bias values of the units at ``rows (n,)`` (float64)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    key, value = np.zeros((len(rows), d_in)), np.zeros((len(rows), d_out))
+    bias = np.zeros((len(rows), d_out)) if layer.has_bias else None
+    for block in layer.blocks(block_rows):
+        first = int(block.row[0])
+        inside = (rows >= first) & (rows < first + len(block.row))
+        if inside.any():
+            local = rows[inside] - first
+            key[inside], value[inside] = block.key[local], block.value[local]
+            if bias is not None:
+                bias[inside] = block.bias_value[local]
+    return key, value, bias
+
+
+def removal_drops(model: LSTMLanguageModel, module: torch.nn.Linear, layer: DualLayer, queries: LMQueries,
+                  selected: np.ndarray, block_rows: int = 4096) -> np.ndarray:
+    """``(nq,)`` drop of each query's predicted-word probability when the units ``selected[j] (k,)`` are removed
+    from ``layer`` (W - Σ v kᵀ, b - Σ v^b), the query's words read again from a zero state."""
+    unique, inverse = np.unique(selected, return_inverse=True)
+    key, value, bias = gather_units(layer, unique, block_rows)
+    inverse = inverse.reshape(selected.shape)
+    drops = np.zeros(len(selected))
+    for j in range(len(selected)):
+        units = inverse[j]
+        dW = value[units].T @ key[units]
+        db = None if bias is None else bias[units].sum(0)
+        with keys_removed([(module, dW, db)]), torch.no_grad():
+            logits, _, _ = last_step(model, queries.tokens[:, j:j + 1])
+            prob = torch.softmax(logits.double(), 1)[0, int(queries.pred[j])]
+        drops[j] = queries.prob[j] - float(prob)
+    return drops
+
+
+@dataclass(frozen=True)
+class LayerAnalysis:
+    name: str
+    verification: DualVerification
+    scores: LMScores
+    drop_top: np.ndarray  # (nq,)
+    drop_random: np.ndarray  # (nq,)
+
+
+def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer, queries: LMQueries, config: LMAnalysisConfig,
+                  n_epochs: int, rng: np.random.Generator) -> LayerAnalysis:
+    layer = dual_layer(memory_layer)
+    module = layer_modules(model)[name]
+    q, r = queries.inputs[name], queries.readouts[name]
+    verification = verify_layer(layer, q[:config.verify_queries], block_rows=config.block_rows)
+    k = max(config.top_k, config.removal_keys, 3)
+    scores = score_lm(layer, q, r, k, config.step_bins, n_epochs, config.n_passages, config.block_rows)
+    n_keys = scores.n_keys
+    top = scores.attention_top.row[:, :config.removal_keys]
+    random = rng.integers(0, n_keys, size=top.shape)
+    drop_top = removal_drops(model, module, layer, queries, top, config.block_rows)
+    drop_random = removal_drops(model, module, layer, queries, random, config.block_rows)
+    return LayerAnalysis(name, verification, scores, drop_top, drop_random)
+
+
+def layer_metrics(a: LayerAnalysis, queries: LMQueries, top_k: int) -> dict[str, float]:
+    s = a.scores
+    match = s.attention_top.label[:, :top_k] == queries.pred[:, None]
+    match_contribution = s.proponents.label[:, :top_k] == queries.pred[:, None]
+    epoch_share = s.attention_by_epoch / s.attention_total[:, None]
+    bin_share = s.attention_by_bin / s.attention_total[:, None]
+    return {
+        "verify_weight_rel_error": a.verification.weight_max_rel_error,
+        "verify_output_rel_error": a.verification.output_max_rel_error,
+        "verify_max_rel_error": a.verification.max_rel_error,
+        "n_keys": float(s.n_keys),
+        "effective_keys": float(np.mean(s.effective_keys)),
+        "effective_keys_share": float(np.mean(s.effective_keys) / max(s.n_keys, 1)),
+        "top_key_next_word_match": float(np.mean(match)),
+        "top_contribution_next_word_match": float(np.mean(match_contribution)),
+        "attention_share_last_epoch": float(np.mean(epoch_share[:, -1])),
+        "attention_share_last_step_bin": float(np.mean(bin_share[:, -1])),
+        "removal_prob_drop_top": float(np.mean(a.drop_top)),
+        "removal_prob_drop_random": float(np.mean(a.drop_random)),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- passages
+def passage(corpus: Corpus, position: int, before: int, after: int = 3) -> tuple[str, list[str], str, list[str]]:
+    """The training words around stream ``position`` within its document: ``(title, words before, the key's word,
+    words after (the first is the next word))``."""
+    stream = corpus.train
+    doc = stream.document[position]
+    lo, hi = max(0, position - before), min(len(stream), position + 1 + after)
+    same = stream.document[lo:hi] == doc
+    idx = np.arange(lo, hi)[same]
+    words = corpus.words(stream.ids[idx])
+    at = int(np.searchsorted(idx, position))
+    return corpus.titles[doc], words[:at], words[at], words[at + 1:]
+
+
+@dataclass(frozen=True)
+class PassageEntry:
+    title: str
+    before: list[str]
+    word: str
+    after: list[str]
+    score: float
+    step: int
+    epoch: int
+
+
+def passage_entries(corpus: Corpus, top: TopUnits, j: int, n: int, before: int) -> list[PassageEntry]:
+    entries = []
+    for i in range(min(n, top.row.shape[1])):
+        title, pre, word, post = passage(corpus, int(top.example[j, i]), before)
+        entries.append(PassageEntry(title, pre, word, post, float(top.score[j, i]), int(top.step[j, i]),
+                                    int(top.epoch[j, i])))
+    return entries
+
+
+def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[LayerAnalysis], n_queries: int,
+                      before: int) -> tuple[str, str]:
+    """``(markdown, html)``: for each of the first ``n_queries`` queries, its text and prediction, then per layer
+    the top-3 training passages by attention and by contribution to the predicted word's logit."""
+    md = ["# Test queries and the training passages their layers attend to", "",
+          f"Corpus `{corpus.name}`. The key's word is **bold**; the model read up to it and the word after it is "
+          "the key's next word (the key's label). Scores: attention |k·q + 1|, contribution (r·v)(k·q + 1).", ""]
+    body = ["<h1>Test queries and the training passages their layers attend to</h1>",
+            f"<p>Corpus <code>{html.escape(corpus.name)}</code>. The key's word is <mark>marked</mark>; the word "
+            "after it is its next word.</p>"]
+    for j in range(min(n_queries, len(queries.position))):
+        p = int(queries.position[j])
+        doc = corpus.test.document[p]
+        context = corpus.words(corpus.test.ids[max(0, p - before):p + 1])
+        pred, target = corpus.vocab[queries.pred[j]], corpus.vocab[queries.target[j]]
+        head = f"Query {j + 1}: {corpus.titles[doc]}"
+        md += [f"## {head}", "", f"> … {' '.join(context)} → predicted **{pred}** (p = {queries.prob[j]:.3f}), "
+               f"actual *{target}*", ""]
+        body += [f"<h2>{html.escape(head)}</h2>",
+                 f"<blockquote>… {html.escape(' '.join(context))} → predicted <b>{html.escape(pred)}</b> "
+                 f"(p = {queries.prob[j]:.3f}), actual <i>{html.escape(target)}</i></blockquote>"]
+        for a in layers:
+            for label, top in (("attention", a.scores.attention_top), ("contribution", a.scores.proponents)):
+                md.append(f"**{a.name}, top-3 by {label}**")
+                md.append("")
+                body.append(f"<h3>{html.escape(a.name)}, top-3 by {label}</h3><ol>")
+                for e in passage_entries(corpus, top, j, 3, before):
+                    meta = f"{e.title}; step {e.step}, epoch {e.epoch}; score {e.score:.4g}"
+                    md.append(f"1. [{meta}] … {' '.join(e.before)} **{e.word}** {' '.join(e.after)} …")
+                    body.append(f"<li><small>[{html.escape(meta)}]</small> … {html.escape(' '.join(e.before))} "
+                                f"<mark>{html.escape(e.word)}</mark> {html.escape(' '.join(e.after))} …</li>")
+                md.append("")
+                body.append("</ol>")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>dual-form-lm passages</title></head><body>"
+            + "\n".join(body) + "</body></html>\n")
+    return "\n".join(md) + "\n", page
+
+
+def analyse_lm(model: LSTMLanguageModel, memory, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,
+               seed: int) -> tuple[LMQueries, list[LayerAnalysis]]:
+    """Queries, then every recorded layer's analysis (recording order: gate layers, then the output layer)."""
+    queries = make_queries(model, corpus, config)
+    memories = open_memory(memory)
+    rng = np.random.default_rng(seed)
+    return queries, [analyse_layer(name, model, memories[name], queries, config, n_epochs, rng)
+                     for name in layer_modules(model)]

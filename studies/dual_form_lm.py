@@ -1,0 +1,133 @@
+"""Study ``dual-form-lm``: which training passages does an LSTM language model attend to while it predicts the next
+word? (the language-model half of Irie, Csordás & Schmidhuber 2022)
+
+A word-level LSTM language model is trained by truncated BPTT with SGD (momentum, weight decay, per-epoch lr
+decay, gradient clipping) while ``icl_gd.dual`` records, for every training token and step, the keys and errors
+of the output layer (key h_t) and of each LSTM layer's gate map (key [x_t; h_{t-1}; 1]) with their provenance
+(article title, position, step, epoch) in the memory-mapped store (``icl_gd.dual.lm_training``). The corpus is
+``data.corpus`` (``auto``: gensim's Wikipedia articles, else The Devil's Dictionary, else Python's help topics;
+``icl_gd.dual.corpus``). The run reports perplexity on valid and test against a unigram model, verifies every
+recorded layer's dual form against the trained weights, and scores test queries against every stored key
+(``icl_gd.dual.lm_analysis``): top training passages (``passages.md``/``.html``), next-word match of the top keys,
+effective keys, attention over training time and key removal. Headline metrics in ``metrics.json`` ``mean``
+average the per-layer ones over the recorded layers; ``verify_max_rel_error`` is the maximum over layers and seeds.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+
+from icl_gd.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.dual.corpus import load_raw, require_length, resolve_corpus, tokenise
+from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics, passages_document
+from icl_gd.dual.lm_figures import lm_figures
+from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
+from icl_gd.errors import ConfigError
+from icl_gd.results import atomic_write_text, write_csv, write_json, write_metrics
+from icl_gd.study import RunContext, Study
+
+EVAL_BATCH = 10  # streams for valid/test perplexity
+HEADLINE = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Which text, its vocabulary and how much of it is used."""
+
+    corpus: str = setting("auto", "auto, wiki (gensim's Wikipedia articles), book (dict-devil), pydoc (Python's help "
+                                  "topics), or a path: a UTF-8 text file or a WikiText-2 directory")
+    vocab_size: int = setting(2000, "words in the vocabulary, <unk> and <eos> included")
+    max_train_tokens: int | None = setting(100_000, "train on the first N training tokens (none: all); the "
+                                                    "output layer stores a vocab-wide value per token and step")
+    max_eval_tokens: int | None = setting(30_000, "first N tokens of valid and of test (none: all)")
+    valid_fraction: float = setting(0.1, "share of documents in the valid split")
+    test_fraction: float = setting(0.1, "share of documents in the test split")
+    lowercase: bool = setting(True, "lower-case every word")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "vocab_size")
+        for name in ("max_train_tokens", "max_eval_tokens"):
+            if getattr(self, name) is not None:
+                require_positive_ints(self, name)
+        for name in ("valid_fraction", "test_fraction"):
+            require_positive(name, getattr(self, name))
+        if not self.corpus.strip():
+            raise ConfigError("corpus must name auto, wiki, book, pydoc or a path")
+
+
+@dataclass(frozen=True)
+class DualFormLMConfig:
+    data: CorpusConfig = setting(doc="the text", factory=CorpusConfig)
+    training: LMTrainingConfig = setting(doc="the LSTM and its recorded training", factory=LMTrainingConfig)
+    analysis: LMAnalysisConfig = setting(doc="test queries scored against the stored keys", factory=LMAnalysisConfig)
+    keep_memory: bool = setting(True, "keep the recorded keys and values under out/memory")
+    seeds: int = setting(1, "number of training seeds (inits)")
+    seed: int = setting(0, "first seed; seeds are seed, seed+1, ...")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "seeds")
+        require_non_negative("seed", self.seed)
+
+
+def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
+    data, training = config.data, config.training
+    raw = load_raw(data.corpus, data.lowercase)
+    corpus = tokenise(raw, data.vocab_size, data.valid_fraction, data.test_fraction, data.max_train_tokens,
+                      data.max_eval_tokens)
+    require_length(corpus, training.bptt, training.batch_size, EVAL_BATCH)
+    if ctx.progress:
+        print(f"dual-form-lm: corpus {corpus.name} ({resolve_corpus(data.corpus)}): {len(corpus.train)} train, "
+              f"{len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary {corpus.vocab_size}")
+    unigram = {split: unigram_perplexity(corpus.train, getattr(corpus, split), corpus.vocab_size, EVAL_BATCH)
+               for split in ("valid", "test")}
+    per_seed, curves, layer_rows, curve_rows = {}, [], [], []
+    for seed in range(config.seed, config.seed + config.seeds):
+        memory = ctx.out / "memory" / f"seed-{seed}"
+        trained = train_lm(training, corpus, seed, memory, ctx.out / f"checkpoint-seed-{seed}.pt", ctx.device,
+                           ctx.progress)
+        metrics = {"perplexity_valid": perplexity(trained.model, corpus.valid, training.bptt, EVAL_BATCH),
+                   "perplexity_test": perplexity(trained.model, corpus.test, training.bptt, EVAL_BATCH),
+                   "perplexity_unigram": unigram["test"], "perplexity_unigram_valid": unigram["valid"],
+                   "train_seconds": trained.train_seconds, "n_steps": float(trained.n_steps)}
+        queries, layers = analyse_lm(trained.model, memory, corpus, config.analysis, trained.n_epochs, seed)
+        for a in layers:
+            row = layer_metrics(a, queries, config.analysis.top_k)
+            metrics.update({f"{a.name}.{k}": v for k, v in row.items()})
+            layer_rows.append({"seed": seed, "layer": a.name, **row})
+        metrics["verify_max_rel_error"] = max(a.verification.max_rel_error for a in layers)
+        metrics.update({k: float(np.mean([metrics[f"{a.name}.{k}"] for a in layers])) for k in HEADLINE})
+        metrics["prediction_accuracy_queries"] = float(np.mean(queries.pred == queries.target))
+        if seed == config.seed:
+            markdown, page = passages_document(corpus, queries, layers, config.analysis.n_passages,
+                                               config.analysis.passage_words)
+            atomic_write_text(ctx.out / "passages.md", markdown)
+            atomic_write_text(ctx.out / "passages.html", page)
+            lm_figures(ctx.out, layers, trained.n_steps)
+            curve_rows += [{"layer": a.name, "query": i, "rank": int(rank), "share": float(share)}
+                           for a in layers for i, curve in enumerate(a.scores.curves)
+                           for rank, share in zip(a.scores.curve_rank, curve)]
+        curves += trained.curves
+        if not config.keep_memory:
+            shutil.rmtree(memory)
+        per_seed[seed] = metrics
+    write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
+    write_csv(ctx.out / "layers.csv", layer_rows)
+    write_csv(ctx.out / "sorted_attention.csv", curve_rows, ["layer", "query", "rank", "share"])
+    write_json(ctx.out / "summary.json", {
+        "corpus": corpus.name, "corpus_setting": data.corpus, "vocab_size": corpus.vocab_size,
+        "tokens": {"train": len(corpus.train), "valid": len(corpus.valid), "test": len(corpus.test)},
+        "documents": {split: int(len(np.unique(getattr(corpus, split).document))) for split in ("train", "valid", "test")},
+    })
+    return write_metrics(ctx.out, per_seed, reductions={"verify_max_rel_error": max})
+
+
+STUDY = Study(
+    name="dual-form-lm",
+    summary="Dual form of an LSTM language model: top training passages per test query, verified exactly",
+    default_config=DualFormLMConfig,
+    run=run,
+    default_threads=1,
+)
