@@ -14,13 +14,15 @@ kernel matrix S it actually uses (``trained_readout_kernel``, made PSD by ``psd_
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from icl_gd.errors import ConfigError
-from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, MLPFeatureMap
+from icl_gd.feature_models import (EmbeddedTokenLSAModel, FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout,
+                                   MLPFeatureMap, embedded_token_lsa_model)
 from icl_gd.gd import gd_predict, optimal_one_step_eta
 from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
 
@@ -155,6 +157,41 @@ class TunedReadout(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.model.predict(tokens, self.eta)
+
+
+# ---------------------------------------------------------------------------------------------------- whole tokens
+def frozen_gd_baseline(width: int, hidden: int, n_context: int, eta: float, d_in: int = 2, activation: str = "gelu",
+                       seed: int = 0, init_scale: float = 0.002) -> EmbeddedTokenLSAModel:
+    """The authors' sine baseline: the whole-token embedding + MLP (trainable) followed by the Prop. 1 layer on its
+    width, frozen: the first width-1 coordinates act as features m, the last as the label slot, P = η/N. The layer
+    then takes one GD step of rate η on a linear read-out of m, from the initial prediction -e_q[-1]."""
+    model = embedded_token_lsa_model(width, hidden, d_in, activation, seed, init_scale)
+    set_frozen_eta(model, n_context, eta)
+    return model
+
+
+def set_frozen_eta(model: EmbeddedTokenLSAModel, n_context: int, eta: float) -> EmbeddedTokenLSAModel:
+    """Load the Prop. 1 weights (rate η) into ``model``'s single LSA layer and freeze them."""
+    width = model.lsa.config.d_model
+    dtype = next(model.parameters()).dtype
+    model.lsa.load_weights(gd_step_weights(width - 1, 1, n_context, eta, dtype=dtype))
+    for p in model.lsa.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def tune_frozen_eta(model: EmbeddedTokenLSAModel, tune_tokens: torch.Tensor, tune_targets: torch.Tensor) -> float:
+    """The η of ``model``'s Prop. 1 layer minimising the mean query loss on held-out tasks (tokens (B, T, d_in),
+    targets (B, 1)), its embedding fixed: ŷ = a + η g is affine in η (P = η/N), so η* = Σ g·(y - a) / Σ g·g."""
+    n_context = tune_tokens.shape[1] - 1
+    probe = copy.deepcopy(model)
+    with torch.no_grad():
+        a = set_frozen_eta(probe, n_context, 0.0)(tune_tokens).double()
+        g = set_frozen_eta(probe, n_context, 1.0)(tune_tokens).double() - a
+    denom = (g * g).sum()
+    if not denom > 0:
+        raise ConfigError("cannot tune η: the GD step direction is zero on every task")
+    return float((g * (tune_targets.double() - a)).sum() / denom)
 
 
 # ---------------------------------------------------------------------------------------------------- checks

@@ -8,6 +8,10 @@
 - ``MetaLearnedReadout``: the baseline; m and an initial read-out W₀ are meta-learned, and on each task the
   read-out takes one GD step of rate η on the context's features before predicting W₁ m(x_q).
 
+- ``EmbeddedTokenLSAModel``: the authors' sine model: an embedding + residual MLP of **whole tokens** (x, y), one LSA
+  layer, ŷ = minus the last coordinate; the frozen-attention baseline is the same model with the Prop. 1 layer
+  (``constructions.prop2.frozen_gd_baseline``).
+
 All answer the one predictor call: tokens (B, N+1, d_x + d_y) in the concatenated layout, ŷ (B, d_y) out.
 """
 
@@ -22,7 +26,7 @@ from torch import nn
 from .errors import ConfigError
 from .config import require_positive_ints
 from .gd import gd_predict
-from .lsa import LSAConfig, LSAModel
+from .lsa import LSAConfig, LSAModel, _truncated_normal
 
 _ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh}
 
@@ -135,3 +139,55 @@ class MetaLearnedReadout(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.predict(tokens, self.eta)
+
+
+# ---------------------------------------------------------------------------------------------------- whole tokens
+class TokenEmbeddingMLP(nn.Module):
+    """The authors' input map on **whole tokens** (y included): e = E t (no bias), then e <- e + W₂ σ(W₁ e + b₁) + b₂:
+    tokens (..., d_in) -> (..., width). Init as theirs: truncated normal of variance ``init_scale`` / fan_in,
+    biases zero."""
+
+    def __init__(self, d_in: int, width: int, hidden: int, activation: str = "gelu", init_scale: float = 0.002,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        if min(d_in, width, hidden) <= 0:
+            raise ConfigError(f"sizes must be positive, got d_in={d_in}, width={width}, hidden={hidden}")
+        if activation not in _ACTIVATIONS:
+            raise ConfigError(f"activation {activation!r} is not one of {', '.join(_ACTIVATIONS)}")
+        gen = generator if generator is not None else torch.Generator().manual_seed(0)
+        self.embed = nn.Linear(d_in, width, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(width, hidden), _ACTIVATIONS[activation](), nn.Linear(hidden, width))
+        with torch.no_grad():
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight.copy_(_truncated_normal(module.weight.shape, module.in_features, init_scale, gen))
+                    if module.bias is not None:
+                        module.bias.zero_()
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        e = self.embed(tokens)
+        return e + self.mlp(e)
+
+
+class EmbeddedTokenLSAModel(nn.Module):
+    """Tokens (B, T, d_in) -> ``embedding`` of every token (B, T, D) -> ``lsa`` (an ``LSAModel`` of width D, d_y = 1):
+    ŷ (B, 1) is minus the query's **last coordinate** after the layers (the authors' sine model)."""
+
+    def __init__(self, embedding: TokenEmbeddingMLP, lsa: LSAModel) -> None:
+        super().__init__()
+        if lsa.config.d_y != 1:
+            raise ConfigError(f"the read-out is one coordinate, the LSA model has d_y = {lsa.config.d_y}")
+        self.embedding = embedding
+        self.lsa = lsa
+
+    def forward(self, tokens: torch.Tensor, return_tokens: bool = False):
+        return self.lsa(self.embedding(tokens), return_tokens=return_tokens)
+
+
+def embedded_token_lsa_model(width: int, hidden: int, d_in: int = 2, activation: str = "gelu", seed: int = 0,
+                             init_scale: float = 0.002) -> EmbeddedTokenLSAModel:
+    """The authors' sine model: embedding + residual MLP on whole tokens, one LSA layer (key size = width)."""
+    gen = torch.Generator().manual_seed(seed)
+    embedding = TokenEmbeddingMLP(d_in, width, hidden, activation, init_scale, gen)
+    lsa = LSAModel(LSAConfig(d_model=width, d_y=1, init_scale=init_scale), seed=seed + 1)
+    return EmbeddedTokenLSAModel(embedding, lsa)

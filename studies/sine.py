@@ -10,20 +10,25 @@ with η tuned on held-out tasks. The trained model's query token starts at -W₀
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import torch
 from torch import nn
 
-from constructions.prop2 import TunedReadout, prop2_on_features, psd_part, trained_readout_kernel, tuned_readout_eta
+from constructions.prop2 import (TunedReadout, frozen_gd_baseline, prop2_on_features, psd_part, set_frozen_eta,
+                                 trained_readout_kernel, tune_frozen_eta, tuned_readout_eta)
 from icl_gd.baselines import ZeroPredictor
 from icl_gd.config import require_positive, require_positive_ints, setting
+from icl_gd.errors import ConfigError
 from icl_gd.evaluation import alignment_metrics
-from icl_gd.feature_models import FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
+from icl_gd.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
+                                   feature_lsa_model)
 from icl_gd.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
 from icl_gd.sine import SineTask, SineTokenTask
-from icl_gd.study import QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig, parts, relative_gap
+from icl_gd.study import (EvaluationConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
+                          parts, relative_gap)
 from icl_gd.tasks import Stream
 
 
@@ -42,17 +47,34 @@ class SineTaskConfig:
 
 @dataclass(frozen=True)
 class SineModelConfig:
-    d_features: int = setting(40, "width of the feature map m(x) (the LSA layer is d_features + 1 wide)")
+    architecture: Literal["features", "tokens"] = setting(
+        "features", "features: m(x) on each token's x, y kept apart (ours); tokens: the authors' embedding + MLP "
+                    "of whole tokens (y included) into d_features, one LSA layer of that width, ŷ = minus the last "
+                    "coordinate, baseline = the same with the Prop. 1 layer frozen at baseline_eta")
+    d_features: int = setting(40, "width of the feature map m(x) (features: the LSA layer is d_features + 1 wide; "
+                                  "tokens: the embedding and LSA width)")
     hidden: int = setting(160, "hidden width of the residual MLP (0: the linear embedding alone)")
     activation: Literal["relu", "gelu", "tanh"] = setting("gelu", "the MLP's non-linearity")
     initial_readout: bool = setting(True, "the query starts at -W₀ m(x_q) with W₀ trained (from zero)")
     lsa_init_scale: float = setting(0.2, "LSA init variance scale (the authors' 0.002 stalls at ~2.8x the "
                                          "baseline's loss here)")
+    init_scale: float = setting(0.002, "tokens: init variance scale of the embedding and MLP (the authors')")
+    baseline_eta: float = setting(0.1, "tokens: the baseline's frozen Prop. 1 rate η (P = η/N; the authors' 0.1)")
+    baseline_lr: float | None = setting(None, "learning rate of the baseline's optimiser (none: the training lr)")
+    baseline_beta2: float | None = setting(None, "beta2 of the baseline's optimiser (none: the training beta2)")
     layers = 1  # one LSA layer: the depth TrainingConfig resolves for
     recurrent = False
 
     def __post_init__(self) -> None:
         require_positive("lsa_init_scale", self.lsa_init_scale)
+        require_positive("init_scale", self.init_scale)
+        require_positive("baseline_eta", self.baseline_eta)
+        if self.architecture not in ("features", "tokens"):
+            raise ConfigError(f"architecture must be 'features' or 'tokens', got {self.architecture!r}")
+        if self.baseline_lr is not None:
+            require_positive("baseline_lr", self.baseline_lr)
+        if self.baseline_beta2 is not None and not 0 <= self.baseline_beta2 < 1:
+            raise ConfigError(f"baseline_beta2 must be in [0, 1), got {self.baseline_beta2!r}")
         self.features()
 
     def features(self) -> FeatureMapConfig:
@@ -72,10 +94,19 @@ class SineConfig(QuickRegressionConfig):
         require_positive_ints(self, "n_function_tasks", "grid_points")
 
 
+def baseline_training(config: SineConfig) -> Any:
+    """The baseline's optimiser settings: the training's, with the baseline's own lr and beta2 where given."""
+    training, m = config.train_config(), config.model
+    return replace(training, lr=m.baseline_lr or training.lr, beta2=training.beta2 if m.baseline_beta2 is None
+                   else m.baseline_beta2)
+
+
 def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
     run = RegressionRun(config, ctx, SineTokenTask(config.task.build()))
     tune = run.tune_tokens()
     loss_zero = run.score(ZeroPredictor(run.layout)).loss
+    if config.model.architecture == "tokens":
+        return run_tokens(run, config, tune, loss_zero)
 
     def evaluate_lsa(model: FeatureLSAModel, step: int, seed: int) -> list[dict[str, Any]]:
         own = run.score(prop2_on_features(model, *tune)[0])
@@ -88,12 +119,51 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
     m = config.model
     lsa_models = run.train_seeds("lsa", lambda seed: feature_lsa_model(
         m.features(), seed=seed, init_scale=m.lsa_init_scale, initial_readout=m.initial_readout), evaluate_lsa)
-    baselines = run.train_seeds("meta", lambda seed: MetaLearnedReadout(m.features(), seed=seed), evaluate_meta)
+    baselines = run.train_seeds("meta", lambda seed: MetaLearnedReadout(m.features(), seed=seed), evaluate_meta,
+                                training=baseline_training(config))
     for seed in run.seeds:
         metrics, predictors = seed_metrics(run, lsa_models[seed], baselines[seed], tune)
         run.record(seed, {**metrics, "loss_zero": loss_zero})
         run.add_rows("functions", predicted_functions(run, predictors), seed=seed)
     return run.finish(lambda mean: figures(run, loss_zero))
+
+
+def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor, torch.Tensor],
+               loss_zero: float) -> dict[str, Any]:
+    """The authors' architecture: the trained embedding + MLP + LSA model, their baseline (the same embedding + MLP
+    meta-trained under the Prop. 1 layer frozen at η = baseline_eta) and ours (that baseline's η re-tuned in
+    closed form on held-out tasks)."""
+    m, N = config.model, config.task.n_context
+    trained_label, frozen_label = "embedding+mlp+lsa", f"embedding+mlp + GD layer (η={m.baseline_eta:g}, frozen)"
+    models = run.train_seeds("tokens_lsa", lambda seed: embedded_token_lsa_model(
+        m.d_features, m.hidden, 2, m.activation, seed, m.init_scale),
+        lambda model, step, seed: run.eval_rows(step, seed, trained_label, model, against={}))
+    baselines = run.train_seeds("tokens_gd", lambda seed: frozen_gd_baseline(
+        m.d_features, m.hidden, N, m.baseline_eta, 2, m.activation, seed, m.init_scale),
+        lambda model, step, seed: run.eval_rows(step, seed, frozen_label, model, against={}),
+        training=baseline_training(config))
+    for seed in run.seeds:
+        model, baseline = models[seed], baselines[seed]
+        eta = tune_frozen_eta(baseline, *tune)
+        tuned = set_frozen_eta(copy.deepcopy(baseline), N, eta)
+        trained, frozen, retuned = run.score(model), run.score(baseline), run.score(tuned)
+        run.record(seed, {
+            "loss_trained": trained.loss, "loss_meta_learned": frozen.loss, "loss_meta_learned_tuned_eta": retuned.loss,
+            "loss_zero": loss_zero, "eta_meta_learned": m.baseline_eta, "eta_meta_tuned": eta,
+            "loss_rel_gap_trained_vs_meta": relative_gap(trained.loss, frozen.loss),
+            "loss_rel_gap_trained_vs_meta_tuned_eta": relative_gap(trained.loss, retuned.loss),
+            **alignment_metrics("vs_meta_", trained, frozen),
+            **alignment_metrics("vs_meta_tuned_", trained, retuned)})
+        predictors = {f"{trained_label} (trained)": model, frozen_label: baseline,
+                      f"{frozen_label.split(' (')[0]}, η re-tuned": tuned}
+        run.add_rows("functions", predicted_functions(run, predictors), seed=seed)
+
+    def figures(mean: dict[str, Any]):
+        curves = run.tables["curves"]
+        yield "loss_curves", loss_curves_figure([r for r in curves if r["metric"] == "loss"], {
+            "zero predictor": loss_zero, "baseline, η re-tuned": mean["loss_meta_learned_tuned_eta"]}, log_y=True)
+        yield "functions", functions_figure([r for r in run.tables["functions"] if r["seed"] == run.seeds[0]])
+    return run.finish(figures)
 
 
 def seed_metrics(run: RegressionRun, model: FeatureLSAModel, baseline: MetaLearnedReadout,
@@ -158,10 +228,25 @@ def figures(run: RegressionRun, loss_zero: float):
     yield "functions", functions_figure([r for r in run.tables["functions"] if r["seed"] == run.seeds[0]])
 
 
+def paper_config() -> SineConfig:
+    """The authors' set-up (non_linear_regression.ipynb): their correlated law; an embedding 2 -> 40 of whole tokens
+    (no bias), a residual MLP 40 -> 160 GELU -> 40, one LSA layer (key size 40), ŷ = minus the last coordinate,
+    init variance 0.002 / fan_in everywhere; 20 000 steps of 2048 tasks, AdamW 1e-3 (0.9, 0.98), clip 100; the
+    baseline with the Prop. 1 layer frozen at η = 0.1 trained by Adam 3e-4 (0.9, 0.999), 20 000 steps."""
+    return SineConfig(
+        task=SineTaskConfig(correlated=True),
+        model=SineModelConfig(architecture="tokens", d_features=40, hidden=160, activation="gelu",
+                              lsa_init_scale=0.002, init_scale=0.002, baseline_eta=0.1, baseline_lr=3e-4,
+                              baseline_beta2=0.999),
+        training=TrainingConfig(steps=20_000, batch_size=2048, lr=1e-3, grad_clip=100.0),
+        evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=500))
+
+
 STUDY = Study(
     name="sine",
     summary="MLP features + one LSA layer vs a meta-learned MLP taking one GD step, on sine tasks (Prop. 2)",
     default_config=SineConfig,
     run=run,
     default_threads=1,
+    presets={"paper": paper_config},
 )

@@ -12,23 +12,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from icl_gd.baselines import GDPredictor, ZeroPredictor
+from icl_gd.config import setting
 from icl_gd.evaluation import alignment_metrics
 from icl_gd.gd import tune_gd
 from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.plotting import heads_figure, loss_curves_figure
-from icl_gd.study import (HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
-                          parts, relative_gap)
+from icl_gd.study import (EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study,
+                          TrainingConfig, parts, relative_gap)
 from icl_gd.tokens import ConcatTokenTask
 
 
 @dataclass(frozen=True)
 class SoftmaxModelConfig(HeadsModelConfig):
+    scaled_logits: bool = setting(False, "divide the logits by sqrt(key size), as the authors' attention does")
     layers = 1  # one softmax layer: the depth TrainingConfig resolves for
     recurrent = False
 
     def lsa_config(self, layout: Any, heads: int) -> LSAConfig:
         return LSAConfig(d_model=layout.d_model, d_y=layout.d_y, n_heads=heads, softmax=True,
-                         init_scale=self.init_scale)
+                         scaled_logits=self.scaled_logits, init_scale=self.init_scale)
 
 
 @dataclass(frozen=True)
@@ -59,10 +61,20 @@ def run(config: SoftmaxHeadsConfig, ctx: RunContext) -> dict[str, Any]:
         ("heads", heads_figure(run.per_seed, config.model.heads, {"1 GD step": gd.loss}, cosine=True))])
 
 
+def paper_config() -> SoftmaxHeadsConfig:
+    """The authors' single-layer budget with their softmax: logits / sqrt(key size), 5000 steps of 2048 tasks,
+    AdamW 1e-3 (0.9, 0.98), clip 1e-3 (the authors' for one layer), 10 000 test tasks."""
+    return SoftmaxHeadsConfig(
+        model=SoftmaxModelConfig(scaled_logits=True),
+        training=TrainingConfig(steps=5000, batch_size=2048),
+        evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=250))
+
+
 STUDY = Study(
     name="softmax-heads",
     summary="one softmax-attention layer with 1, 2, 4 heads vs one GD step (concatenated tokens)",
     default_config=SoftmaxHeadsConfig,
     run=run,
     default_threads=1,
+    presets={"paper": paper_config},
 )
