@@ -131,15 +131,16 @@ CLAIMS: tuple[Claim, ...] = (
           Direction.BELOW),
     Claim("irie-dual-trained", IRIE, "§3", "The dual form rebuilds the trained image classifier's layers (stored "
           "keys and values against the trained weights).", (DUAL_FORM,), metric("verify_max_rel_error"),
-          "max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", 1e-4, Direction.BELOW),
+          "max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", 1e-4, Direction.BELOW,
+          figures=("figures/verification_errors.png", "figures/top_training_images_single.png")),
     Claim("irie-vote", IRIE, "§3, Tab. 1", "The class with the most attention mass agrees with the prediction far "
           "above chance (10%).", (DUAL_FORM,), metric("vote_agrees_with_prediction"),
           "fraction of test queries whose attention vote equals the prediction", 0.5, Direction.ABOVE,
-          quick_decisive=False),
+          quick_decisive=False, figures=("figures/vote_accuracy.png", "figures/sorted_scores_single.png")),
     Claim("irie-continual-attention", IRIE, "§3, Fig. 3", "After learning a second task, the output layer's attention "
           "moves to the new task's training patterns.", (DUAL_FORM,),
           metric("continual.output.attention_share_task1"), "share of the output layer's attention on task 2 keys",
-          0.5, Direction.ABOVE, quick_decisive=False),
+          0.5, Direction.ABOVE, quick_decisive=False, figures=("figures/attention_over_time_continual.png",)),
     Claim("irie-continual-forgetting", IRIE, "§3, Fig. 3", "… and accuracy on the first task drops.", (DUAL_FORM,),
           difference("continual.task0_accuracy_after_task0", "continual.task0_accuracy"),
           "task-1 accuracy after task 1 minus after task 2", 0.05, Direction.ABOVE, quick_decisive=False),

@@ -56,7 +56,7 @@ def threshold_text(result: ClaimResult) -> str:
 
 def summary_line(results: Sequence[ClaimResult]) -> str:
     counts = {v: sum(r.verdict is v for r in results) for v in Verdict}
-    return (f"{len(results)} claims: {counts[Verdict.HOLDS]} hold, {counts[Verdict.FAILS]} fail, "
+    return (f"{len(results)} claim{'s' if len(results) != 1 else ''}: {counts[Verdict.HOLDS]} hold, {counts[Verdict.FAILS]} fail, "
             f"{counts[Verdict.INCONCLUSIVE]} inconclusive")
 
 
