@@ -66,3 +66,22 @@ def test_softmax_model_fast_query_path_matches_full_forward():
     fast = model(tokens)
     full, _ = model(tokens, return_tokens=True)
     torch.testing.assert_close(fast, full, rtol=1e-12, atol=1e-12)
+
+
+def test_paper_preset_scales_the_logits_with_the_single_layer_budget():
+    from icl_gd.study import resolve_study_config
+    from icl_gd.tokens import ConcatLayout
+    from studies import softmax_heads
+
+    config = resolve_study_config(softmax_heads.STUDY, "paper")
+    t = config.train_config()
+    assert config.model.scaled_logits and config.model.heads == (1, 2, 4)
+    assert (t.steps, t.batch_size, t.lr, t.beta2, t.grad_clip) == (5000, 2048, 1e-3, 0.98, 1e-3)
+    assert config.model.lsa_config(ConcatLayout(10), 2).scaled_logits
+    default = resolve_study_config(softmax_heads.STUDY)
+    assert not default.model.scaled_logits and not default.model.lsa_config(ConcatLayout(10), 2).scaled_logits
+    # the key changes the model: the same weights, logits / sqrt(11) vs not
+    tokens = torch.randn(4, 11, 11, generator=torch.Generator().manual_seed(0))
+    plain = LSAModel(LSAConfig(d_model=11, softmax=True, init_scale=50.0), seed=0)
+    scaled = LSAModel(LSAConfig(d_model=11, softmax=True, scaled_logits=True, init_scale=50.0), seed=0)
+    assert not torch.allclose(plain(tokens), scaled(tokens))
