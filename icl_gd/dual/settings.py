@@ -59,10 +59,12 @@ class ClassifierTrainingConfig:
         "auto", "dtype of the stored error signals (values); auto: the training dtype, float64")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "hidden", "batch_size")
-        optional = ("epochs", "steps", "continual_phase_steps", "clip_norm")
-        for name in ("lr", "lr_decay") + tuple(n for n in optional if getattr(self, n) is not None):
+        given = lambda *names: tuple(n for n in names if getattr(self, n) is not None)  # noqa: E731
+        require_positive_ints(self, "hidden", "batch_size", *given("epochs", "continual_phase_steps"))
+        for name in ("lr", "lr_decay") + given("steps", "clip_norm"):
             require_positive(name, getattr(self, name))
+        require_non_negative("momentum", self.momentum)
+        require_non_negative("weight_decay", self.weight_decay)
         if self.epochs is None and self.steps is None:
             raise ConfigError("epochs=none needs a step cap: set steps")
 
@@ -77,8 +79,6 @@ class ClassifierTrainingConfig:
         if self.epochs is not None:
             return self.epochs
         return math.ceil(self.phase_steps(setting) / math.ceil(n_examples / self.batch_size))
-        require_non_negative("momentum", self.momentum)
-        require_non_negative("weight_decay", self.weight_decay)
 
 
 def tasks_in(setting: str, tasks: TaskPair, single_task: int = 0) -> tuple[ClassificationTask, ...]:
