@@ -228,6 +228,8 @@ def reproduce(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the sweep's progress bar."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
+    update_readme: Optional[Path] = typer.Option(None, "--update-readme", help="Also write the claims table "
+                                                 "between the claims-table markers of this README."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
     from icl_gd.claims.command import run_reproduce
@@ -235,7 +237,7 @@ def reproduce(
     try:
         code = run_reproduce(out=out, quick=quick, only=only, backend=backend, workers=workers, address=address,
                              device=device, progress=progress, plan_only=plan_only, list_claims=list_claims,
-                             echo=typer.echo)
+                             echo=typer.echo, update_readme_path=update_readme)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import ConfigError
-from .report import ReportHeader, write_report
+from .report import ReportHeader, readme_block, update_readme, write_report
 from .reproduce import PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
 
@@ -42,7 +42,7 @@ def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tupl
 
 def run_reproduce(*, out: Path | None, quick: bool, only: str | None, backend: str, workers: int | None,
                   address: str | None, device: str, progress: bool, plan_only: bool, list_claims: bool,
-                  echo: Callable[[str], None]) -> int:
+                  echo: Callable[[str], None], update_readme_path: Path | None = None) -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
     if list_claims:
         for claim in select_claims(None):
@@ -72,6 +72,8 @@ def run_reproduce(*, out: Path | None, quick: bool, only: str | None, backend: s
     echo(f"estimated time: {minutes} (from runs timed on a 2-core machine)")
     if plan_only:
         return 0
+    if update_readme_path is not None and not Path(update_readme_path).is_file():
+        raise ConfigError(f"--update-readme {update_readme_path}: no such file")
     out.mkdir(parents=True, exist_ok=True)
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable")
@@ -84,6 +86,9 @@ def run_reproduce(*, out: Path | None, quick: bool, only: str | None, backend: s
                           date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                           quick=quick, wall_s=result.wall_s, failed_runs=result.failed_runs)
     write_report(out, result.results, header)
+    if update_readme_path is not None:
+        update_readme(update_readme_path, readme_block(result.results, header))
+        echo(f"updated the claims table in {update_readme_path}")
     from .report import summary_line
 
     echo(f"{summary_line(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
