@@ -65,8 +65,9 @@ def recent_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequenc
     for ax, name, spot in zip(axes, LAYERS, analysis.spotlights):
         mass = spot.step_mass.mean(0)  # (S, T)
         for t in range(mass.shape[1]):
-            if mass[:, t].sum() > 0:
-                ax.plot(spot.recent_steps, mass[:, t], lw=0.8, label=tasks[t].data.name)
+            if mass[:, t].sum() > 0:  # steps without the task's keys (continual) are gaps, not zeros
+                ax.plot(spot.recent_steps, np.where(mass[:, t] > 0, mass[:, t], np.nan), lw=0.8,
+                        label=tasks[t].data.name)
         ax.set_title(name)
         ax.set_xlabel("training step")
     axes[0].set_ylabel("share of attention")
