@@ -65,13 +65,14 @@ def summary_rows(records: Sequence[Any], grid_keys: Sequence[str]) -> list[dict[
     return rows
 
 
-def headline_metrics(records: Sequence[Any]) -> list[str]:
-    """The metrics the figures show: the named headline ones present, else the first ``loss_`` ones."""
+def headline_panels(records: Sequence[Any]) -> list[list[str]]:
+    """The metrics the figures show, by panel: the headline losses present together (or, without any, the first
+    ``loss_`` ones), then every other headline metric on its own."""
     present = {k for r in records for k, v in r.metrics.items() if _number(v)}
     chosen = [k for k in HEADLINE_METRICS if k in present]
-    if not chosen:
-        chosen = sorted(k for k in present if k.startswith("loss_"))
-    return chosen[:MAX_PANELS]
+    losses = [k for k in chosen if k.startswith("loss_")] or sorted(k for k in present if k.startswith("loss_"))[:3]
+    panels = ([losses] if losses else []) + [[k] for k in chosen if not k.startswith("loss_")]
+    return panels[:MAX_PANELS]
 
 
 def write_sweep_results(root: Path, records: Sequence[Any], grid_keys: Sequence[str]) -> None:
@@ -80,40 +81,41 @@ def write_sweep_results(root: Path, records: Sequence[Any], grid_keys: Sequence[
     write_csv(root / "sweep.csv", sweep_rows(records, grid_keys))
     summary = summary_rows(records, grid_keys)
     write_csv(root / "summary.csv", summary)
-    metrics = headline_metrics(records)
-    if not summary or not metrics:
+    panels = headline_panels(records)
+    if not summary or not panels:
         return
     from ..plotting import save_figure
 
     for key in grid_keys:
-        save_figure(sweep_figure(summary, key, [k for k in grid_keys if k != key], metrics), root, f"sweep_{key}")
+        save_figure(sweep_figure(summary, key, [k for k in grid_keys if k != key], panels), root, f"sweep_{key}")
 
 
-def sweep_figure(summary: list[dict[str, Any]], key: str, other_keys: Sequence[str], metrics: Sequence[str]):
-    """One panel per metric: its mean over seeds against ``key``, one line per value of the other grid keys (and
-    study/preset when the sweep mixes them), the band its 95% interval (mean ± std where that is missing)."""
+def sweep_figure(summary: list[dict[str, Any]], key: str, other_keys: Sequence[str], panels: Sequence[list[str]]):
+    """One panel per group of metrics: each one's mean over seeds against ``key``, one line per metric and value
+    of the other grid keys (and study/preset when the sweep mixes them), the band its 95% interval (mean ± std
+    where that is missing)."""
     import matplotlib.pyplot as plt
 
-    cols = min(3, len(metrics))
-    rows_n = math.ceil(len(metrics) / cols)
+    cols = min(3, len(panels))
+    rows_n = math.ceil(len(panels) / cols)
     fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.2 * rows_n), squeeze=False)
     mixed = {f for f in ("study", "preset") if len({r[f] for r in summary}) > 1}
     line_keys = [*sorted(mixed), *other_keys]
     x_values = list(dict.fromkeys(r[key] for r in summary))
     numeric = all(_is_float(v) for v in x_values)
     position = {v: (float(v) if numeric else i) for i, v in enumerate(x_values)}
-    for ax, metric in zip(axes.flat, metrics):
-        rows = [r for r in summary if r["metric"] == metric]
+    for ax, metrics in zip(axes.flat, panels):
         lines: dict[tuple, list[dict[str, Any]]] = {}
-        for r in rows:
-            lines.setdefault(tuple(r[k] for k in line_keys), []).append(r)
+        for r in summary:
+            if r["metric"] in metrics:
+                lines.setdefault((r["metric"], *(r[k] for k in line_keys)), []).append(r)
         for label, points in lines.items():
             points.sort(key=lambda r: position[r[key]])
             xs = [position[r[key]] for r in points]
             mean = [r["mean"] for r in points]
             low = [r["ci95_low"] if r["ci95_low"] != "" else r["mean"] - (r["std"] or 0) for r in points]
             high = [r["ci95_high"] if r["ci95_high"] != "" else r["mean"] + (r["std"] or 0) for r in points]
-            name = ", ".join(f"{k}={v}" for k, v in zip(line_keys, label)) or None
+            name = ", ".join([label[0]] * (len(metrics) > 1) + [f"{k}={v}" for k, v in zip(line_keys, label[1:])])
             ax.plot(xs, mean, marker="o", label=name)
             ax.fill_between(xs, low, high, alpha=0.25)
         if numeric and min(position.values()) > 0 and max(position.values()) / min(position.values()) >= 8:
@@ -123,10 +125,10 @@ def sweep_figure(summary: list[dict[str, Any]], key: str, other_keys: Sequence[s
         else:
             ax.set_xticks([position[v] for v in x_values], x_values)
         ax.set_xlabel(key)
-        ax.set_title(metric)
-        if line_keys:
+        ax.set_title("loss" if len(metrics) > 1 else metrics[0])
+        if line_keys or len(metrics) > 1:
             ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     n_seeds = max((r["n"] for r in summary), default=0)
     fig.suptitle(f"mean over seeds (up to {n_seeds}), band: 95% interval of the mean")

@@ -57,6 +57,9 @@ def run_one(spec: RunSpec, root: str, device: str) -> RunOutcome:
 
     run_dir = Path(root) / "runs" / spec.run_id()
     start = time.perf_counter()
+    finished = finished_metrics(run_dir)
+    if finished is not None:  # finished by an earlier try whose worker died before it could say so
+        return RunOutcome("done", None, 0.0, finished)
     try:
         execute_run(spec.study, run_dir, spec.preset, spec.overrides, device=device, threads=1, progress=False)
     except ICLGDError as exc:
