@@ -2,6 +2,10 @@
 
 A sweep maps (base task, value) to a shifted task; ``evaluate_sweeps`` scores named predictors on every point
 with the same test tasks for every predictor. Adding a shift is one entry in ``default_sweeps``.
+
+Other input laws come two ways: one law for a whole sweep (``input_law_exponential`` etc.), and the authors' per-task
+mixture (``input_law_mixture``, their ``create_ood_data``): each task draws its law (exponential, normal or Laplace,
+uniformly), so one test set mixes them.
 """
 
 from __future__ import annotations
@@ -14,8 +18,35 @@ from typing import Any
 import torch
 
 from .metrics import regression_loss
+from .errors import ConfigError
 from .tasks import LinearRegressionTask, NormalisedInputs, Stream, UniformInputs
 from .tokens import ConcatLayout
+
+
+@dataclass(frozen=True)
+class MixedNormalisedInputs:
+    """Each task's inputs from a law drawn per task, uniformly from ``laws``; within a task as ``NormalisedInputs``
+    (context Frobenius norm ``scale``, the query sharing its task's normaliser)."""
+
+    laws: tuple[str, ...] = ("exponential", "normal", "laplace")
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.laws:
+            raise ConfigError("a mixture of input laws needs at least one law")
+        for law in self.laws:
+            NormalisedInputs(law, self.scale)  # type: ignore[arg-type]  # validates the law and the scale
+
+    def law_indices(self, batch_size: int, gen: torch.Generator, device) -> torch.Tensor:
+        """(B,) index into ``laws`` of each task's law, drawn after the candidate inputs (``sample``'s order)."""
+        return torch.randint(len(self.laws), (batch_size,), generator=gen, device=device)
+
+    def sample(self, shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
+        """(B, N+1, d): every law's inputs are drawn for every task, then each task keeps its own law's."""
+        draws = torch.stack([NormalisedInputs(law, self.scale).sample(shape, gen, device, dtype)  # type: ignore[arg-type]
+                             for law in self.laws])  # (L, B, N+1, d)
+        choice = self.law_indices(shape[0], gen, device)
+        return draws[choice, torch.arange(shape[0], device=device)]
 
 
 @dataclass(frozen=True)
@@ -41,6 +72,10 @@ def _input_law(law: str) -> Callable[[LinearRegressionTask, float], LinearRegres
     return shift
 
 
+def _input_law_mixture(task: LinearRegressionTask, alpha: float) -> LinearRegressionTask:
+    return dataclasses.replace(task, inputs=MixedNormalisedInputs(scale=alpha))  # type: ignore[arg-type]
+
+
 def _distractors(task: LinearRegressionTask, n: float) -> LinearRegressionTask:
     return dataclasses.replace(task, n_distractors=min(int(n), task.n_context))
 
@@ -53,6 +88,7 @@ def default_sweeps(n_context: int) -> tuple[OODSweep, ...]:
         OODSweep("input_law_exponential", scales, _input_law("exponential")),
         OODSweep("input_law_normal", scales, _input_law("normal")),
         OODSweep("input_law_laplace", scales, _input_law("laplace")),
+        OODSweep("input_law_mixture", scales, _input_law_mixture),
         OODSweep("distractors", tuple(float(n) for n in range(0, min(8, n_context) + 1, 2)), _distractors),
     )
 
