@@ -3,7 +3,9 @@
 Trains LSA models on fresh regression tasks and compares them on fixed test tasks with GD whose η was tuned on
 held-out tasks: losses, alignment (against GD and two controls: GD with η doubled and halved), the η read off
 the trained weights, the interpolation towards the Prop. 1 weights, and OOD sweeps. ``--set layers=K`` compares
-K layers with K GD steps (one η if recurrent, per-step η otherwise).
+K layers with K GD steps (one η if recurrent, per-step η otherwise). A single (or tied) trained layer is also
+applied up to ``max_applications`` times with damping λ beside GD with step size λη run as long (``depth.csv``;
+``iterate_update=y``, the authors' default, adds only the update's y slots).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from icl_gd.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
 from icl_gd.config import require_positive_ints, setting
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import Scored, alignment_metrics
-from icl_gd.gd import gdpp_params_from_weights, tune_gd
+from icl_gd.gd import gd_predictions_per_step, gdpp_params_from_weights, tune_gd
 from icl_gd.interpolation import gauge_fixed_products, interpolate_models
+from icl_gd.iteration import UPDATES, iterated_predictions
 from icl_gd.lsa import LSAModel
 from icl_gd.metrics import regression_loss
-from icl_gd.plotting import (alignment_curves_figure, interpolation_figure, loss_curves_figure, ood_figure,
-                             weight_products_figure)
+from icl_gd.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
+                             ood_figure, weight_products_figure)
 from icl_gd.study import RegressionConfig, RegressionRun, RunContext, Study, relative_gap
 from icl_gd.tokens import ConcatTokenTask
 
@@ -35,11 +38,21 @@ CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these fac
 class SingleLayerConfig(RegressionConfig):
     n_ood: int = setting(2_000, "tasks per point of each out-of-distribution sweep (ood.csv)")
     interpolation_points: int = setting(11, "mixing weights α in [0, 1] from trained (0) to constructed (1)")
+    max_applications: int = setting(50, "one distinct layer: apply the trained layer up to this many times, GD "
+                                        "run as long (depth.csv)")
+    dampings: tuple[float, ...] = setting((1.0, 0.75, 0.5), "update scalings λ in (0, 1] of the repeated "
+                                                            "applications (GD's step λη); the authors show 0.75")
+    iterate_update: str = setting("y", "repeated applications add y: only the update's y slots (the authors' "
+                                       "y_update); all: the whole update")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_ood")
+        require_positive_ints(self, "n_ood", "max_applications")
         if self.interpolation_points < 2:
             raise ConfigError(f"interpolation_points must be at least 2, got {self.interpolation_points}")
+        if not self.dampings or any(not 0 < g <= 1 for g in self.dampings):
+            raise ConfigError(f"dampings must be values in (0, 1], got {self.dampings!r}")
+        if self.iterate_update not in UPDATES:
+            raise ConfigError(f"iterate_update must be one of {', '.join(UPDATES)}, got {self.iterate_update!r}")
 
 
 def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
@@ -64,6 +77,8 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
               "loss_least_squares": regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
                                                     run.test.targets.double())}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
+    iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
+    gd_depth = gd_depth_rows(run, etas[0]) if iterate else []
     for seed, model in models.items():
         interpolated = interpolate_models(model, constructed, 0.5)
         run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})
@@ -72,7 +87,53 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
         gap = max(abs(relative_gap(loss, run.references["gd"].loss)) for loss in losses)
         run.record(seed, {"interpolation_max_rel_gap": gap})
         run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolated}, config.n_ood)
+        if iterate:
+            rows = trained_depth_rows(run, model) + gd_depth
+            run.add_rows("depth", rows, seed=seed)
+            run.record(seed, depth_metrics(rows, config))
     return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
+
+
+def gd_depth_rows(run: RegressionRun, eta: float) -> list[dict[str, Any]]:
+    """GD with step size λη run n = 1..max_applications steps (float64), rows {damping, applications, model,
+    loss}; independent of the training seed."""
+    n, rows = run.config.max_applications, []
+    x, y, x_query = (t.double() for t in run.layout.split(run.test.tokens))
+    for damping in run.config.dampings:
+        predictions = gd_predictions_per_step(x, y, x_query, [damping * eta] * n)[1:]
+        rows += _depth_rows(run, "gd", predictions, damping)
+    return rows
+
+
+def trained_depth_rows(run: RegressionRun, model: LSAModel) -> list[dict[str, Any]]:
+    """The trained layer applied n = 1..max_applications times with its update scaled by λ (no clipping)."""
+    rows = []
+    for damping in run.config.dampings:
+        predictions = iterated_predictions(model.layers[0], run.test.tokens, run.config.max_applications, damping,
+                                           run.config.iterate_update, run.layout.d_y)
+        rows += _depth_rows(run, "trained", predictions, damping)
+    return rows
+
+
+def _depth_rows(run: RegressionRun, name: str, predictions: list[torch.Tensor], damping: float
+                ) -> list[dict[str, Any]]:
+    rows = []
+    for n, prediction in enumerate(predictions, start=1):
+        loss = regression_loss(prediction.to(run.test.targets.dtype), run.test.targets)
+        rows.append({"damping": damping, "applications": n, "model": name,
+                     "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
+    return rows
+
+
+def depth_metrics(rows: list[dict[str, Any]], config: SingleLayerConfig) -> dict[str, list[float]]:
+    """``depth_loss_{trained,gd}``: the loss after ``max_applications`` applications / steps, one per damping;
+    ``depth_min_loss_{trained,gd}``: the least loss over 1..max_applications, one per damping."""
+    out: dict[str, list[float]] = {}
+    for name in ("trained", "gd"):
+        by_damping = [[r["loss"] for r in rows if r["model"] == name and r["damping"] == g] for g in config.dampings]
+        out[f"depth_loss_{name}"] = [losses[-1] for losses in by_damping]
+        out[f"depth_min_loss_{name}"] = [min(losses) for losses in by_damping]
+    return out
 
 
 def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float]) -> LSAModel:
@@ -114,6 +175,8 @@ def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: di
                                             {"zero predictor": mean["loss_zero"]})
     yield "alignment_curves", alignment_curves_figure([r for r in curves if r["model"] in ("trained", "interpolated")])
     yield "ood", ood_figure(run.tables["ood"])
+    if run.tables.get("depth"):
+        yield "past_training_depth", depth_figure(run.tables["depth"], run.config.dampings, run.config.model.layers)
     yield "interpolation", interpolation_figure(run.tables["interpolation"],
                                                 {"tuned GD": mean["loss_gd"], "trained": mean["loss_trained"]})
     trained_w, constructed_w = model.weights()[0], constructed.weights()[0]

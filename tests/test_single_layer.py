@@ -1,0 +1,89 @@
+"""A trained layer applied many times with damping (icl_gd.iteration) and the `single-layer` study's depth part."""
+
+import csv
+
+import pytest
+import torch
+
+from constructions.gdpp import gdpp_step_weights
+from constructions.prop1 import gd_step_weights, stacked_model
+from icl_gd.config import apply_overrides
+from icl_gd.errors import ConfigError
+from icl_gd.gd import gd_predictions_per_step, gdpp_predictions_per_step
+from icl_gd.iteration import iterated_predictions
+from icl_gd.results import read_json
+from icl_gd.tasks import LinearRegressionTask, Stream
+from icl_gd.tokens import ConcatLayout
+from studies import RunContext, get_study
+from studies.single_layer import SingleLayerConfig
+
+
+def _data(d=6, n=8, d_y=2, dtype=torch.float64):
+    task = LinearRegressionTask(d=d, n_context=n, d_y=d_y)
+    data = task.sample(32, seed=4, stream=Stream.TEST, dtype=dtype)
+    return data, ConcatLayout(d, d_y).tokens(data)
+
+
+@pytest.mark.parametrize("update", ["y", "all"])
+def test_prop1_layer_applied_n_times_is_n_gd_steps_of_damped_eta(update):
+    # The Prop. 1 layer writes no x update, so both modes are GD with step λη. Catches λ applied twice or not at
+    # all, a sign error in ŷ, or the wrong slots kept in "y" mode.
+    data, tokens = _data()
+    eta, damping = 1.7, 0.75
+    layer = stacked_model([gd_step_weights(6, 2, 8, eta)], 2).layers[0]
+    got = torch.stack(iterated_predictions(layer, tokens, 7, damping, update, d_y=2))
+    want = gd_predictions_per_step(data.x_context, data.y_context, data.x_query, [damping * eta] * 7)[1:]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)
+
+
+def test_all_updates_of_a_gdpp_layer_are_damped_gdpp_steps_and_y_mode_is_gd():
+    data, tokens = _data()
+    eta, gamma, damping = 1.2, 0.02, 0.5
+    layer = stacked_model([gdpp_step_weights(6, 2, 8, eta, gamma)], 2).layers[0]
+    args = (data.x_context, data.y_context, data.x_query)
+    full = torch.stack(iterated_predictions(layer, tokens, 5, damping, "all", d_y=2))
+    torch.testing.assert_close(full, gdpp_predictions_per_step(*args, [damping * eta] * 5,
+                                                               [damping * gamma] * 5)[1:], rtol=1e-12, atol=1e-13)
+    y_only = torch.stack(iterated_predictions(layer, tokens, 5, damping, "y", d_y=2))
+    torch.testing.assert_close(y_only, gd_predictions_per_step(*args, [damping * eta] * 5)[1:], rtol=1e-12,
+                               atol=1e-13)
+    assert not torch.allclose(full, y_only)
+
+
+def test_float32_layer_tracks_float64_gd():
+    data, tokens = _data(dtype=torch.float64)
+    layer = stacked_model([gd_step_weights(6, 2, 8, 2.0, dtype=torch.float32)], 2, dtype=torch.float32).layers[0]
+    got = torch.stack(iterated_predictions(layer, tokens.float(), 20, 0.75, "y", d_y=2)).double()
+    want = gd_predictions_per_step(data.x_context, data.y_context, data.x_query, [1.5] * 20)[1:]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_iteration_arguments_raise():
+    layer = stacked_model([gd_step_weights(2, 1, 3, 1.0)], 1).layers[0]
+    tokens = torch.zeros(1, 4, 3, dtype=torch.float64)
+    for kwargs in (dict(update="x"), dict(n_applications=0), dict(damping=0.0)):
+        args = {"n_applications": 2, "damping": 1.0, "update": "y", **kwargs}
+        with pytest.raises(ConfigError):
+            iterated_predictions(layer, tokens, **args)
+    for bad in ("iterate_update=x", "dampings=0", "max_applications=0"):
+        with pytest.raises(ConfigError):
+            apply_overrides(SingleLayerConfig(), [bad])
+
+
+def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
+    settings = dict(steps=6, batch_size=32, eval_every=6, checkpoint_every=6, n_test=64, n_tune=128, n_ood=16,
+                    max_applications=5, dampings="1.0,0.75", interpolation_points=2)
+    config = apply_overrides(SingleLayerConfig(), [f"{k}={v}" for k, v in settings.items()])
+    get_study("single-layer").run(config, RunContext(out=tmp_path, device=torch.device("cpu"), progress=False))
+    m = read_json(tmp_path / "metrics.json")["mean"]
+    with open(tmp_path / "depth.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * 5  # models x dampings x applications
+    gd_last = [float(r["loss"]) for r in rows if r["model"] == "gd" and r["applications"] == "5"]
+    assert m["depth_loss_gd"] == pytest.approx(gd_last, rel=1e-9)
+    assert all(lo <= last for lo, last in zip(m["depth_min_loss_trained"], m["depth_loss_trained"]))
+    # One application at λ = 1 is the trained layer itself, in "y" mode its prediction is unchanged (ŷ is a y slot).
+    first = next(float(r["loss"]) for r in rows if r["model"] == "trained" and r["applications"] == "1"
+                 and float(r["damping"]) == 1.0)
+    assert first == pytest.approx(m["loss_trained"], rel=1e-5)
+    assert (tmp_path / "figures" / "past_training_depth.png").exists()
