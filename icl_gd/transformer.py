@@ -133,7 +133,8 @@ class BlockStackConfig(LSAStackConfig):
 
     block: str = setting("lsa", "lsa: attention-only layers; transformer: attention + LayerNorm + MLP per layer "
                                 "(the authors' block: pre-LN, MLP width 4x, GELU, no biases)")
-    softmax: bool = setting(False, "softmax attention instead of linear (either block)")
+    softmax: bool = setting(False, "softmax attention instead of linear (either block), logits / sqrt(key size) as "
+                                   "in the authors' code")
     layer_norm: bool = setting(True, "transformer blocks: LayerNorm before the attention and the MLP")
     mlp: bool = setting(True, "transformer blocks: the MLP after the attention")
     widening_factor: int = setting(4, "transformer blocks: MLP hidden width / token width (the authors' 4)")
@@ -146,7 +147,7 @@ class BlockStackConfig(LSAStackConfig):
 
     def lsa_config(self, layout: Any) -> LSAConfig:
         config = super().lsa_config(layout)
-        return dataclasses.replace(config, softmax=True) if self.softmax else config
+        return dataclasses.replace(config, softmax=True, scaled_logits=True) if self.softmax else config
 
     def build(self, layout: Any, seed: int) -> nn.Module:
         """The untrained model for ``layout`` and ``seed``: an ``LSAModel`` or a ``TransformerModel``."""

@@ -30,6 +30,7 @@ from icl_gd.config import require_positive_ints, setting
 from icl_gd.errors import ConfigError
 from icl_gd.evaluation import Scored, alignment_metrics
 from icl_gd.gd import GDPPParams, gdpp_params_from_weights, tune_gd, tune_gdpp
+from icl_gd.iteration import UPDATES, iterated_predictions
 from icl_gd.lsa import LSAModel
 from icl_gd.metrics import regression_loss
 from icl_gd.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
@@ -49,6 +50,8 @@ class MultiLayerConfig(RegressionConfig):
     max_applications: int = setting(50, "tied stacks: apply the trained layer up to this many times (depth.csv)")
     dampings: tuple[float, ...] = setting((1.0, 0.75, 0.5), "tied stacks: update scalings λ in (0, 1] for the "
                                                             "runs past the training depth")
+    iterate_update: str = setting("all", "tied stacks, runs past the training depth: all = the whole update (GD++ "
+                                         "needs its x transform); y = only the y slots (the authors' y_update)")
     tune_from_trained: bool = setting(True, "LSA blocks: also tune GD++ from the (η_k, γ_k) read off each trained "
                                             "model (loss_gdpp_from_trained; part of loss_gdpp_best)")
 
@@ -56,6 +59,8 @@ class MultiLayerConfig(RegressionConfig):
         require_positive_ints(self, "n_ood", "max_applications")
         if not self.dampings or any(not 0 < g <= 1 for g in self.dampings):
             raise ConfigError(f"dampings must be values in (0, 1], got {self.dampings!r}")
+        if self.iterate_update not in UPDATES:
+            raise ConfigError(f"iterate_update must be one of {', '.join(UPDATES)}, got {self.iterate_update!r}")
 
 
 def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
@@ -217,11 +222,13 @@ def best_gdpp_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 
 def depth_reference_rows(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -> list[dict[str, Any]]:
     """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
-    model, loss}. They do not depend on the training seed, so they are computed once."""
+    model, loss}. They do not depend on the training seed, so they are computed once. With ``iterate_update=y``
+    the GD++ layer's x transform is dropped as the trained layer's is (the authors' y_update): GD at GD++'s η."""
     n, tokens, rows = run.config.max_applications, run.test.tokens.double(), []
+    keep_gamma = 1.0 if run.config.iterate_update == "all" else 0.0
     for damping in run.config.dampings:
         params = {"gd": GDPPParams((damping * gd.etas[0],) * n, (0.0,) * n),
-                  "gdpp": GDPPParams((damping * gdpp.etas[0],) * n, (damping * gdpp.gammas[0],) * n)}
+                  "gdpp": GDPPParams((damping * gdpp.etas[0],) * n, (keep_gamma * damping * gdpp.gammas[0],) * n)}
         curves = {name: GDPPPredictor(run.layout, p).predictions_per_step(tokens)[1:] for name, p in params.items()}
         rows += _depth_rows(run, curves, damping)
     return rows
@@ -231,6 +238,11 @@ def trained_depth_rows(run: RegressionRun, model: LSAModel) -> list[dict[str, An
     """The trained tied layer applied n = 1..max_applications times with its update scaled by λ."""
     rows = []
     for damping in run.config.dampings:
+        if run.config.iterate_update == "y":
+            predictions = iterated_predictions(model.layers[0], run.test.tokens, run.config.max_applications,
+                                               damping, "y", run.layout.d_y)
+            rows += _depth_rows(run, {"trained": predictions}, damping)
+            continue
         config = dataclasses.replace(run.config.model.lsa_config(run.layout), damping=damping, clip_activations=None)
         damped = LSAModel(config).to(run.device).load_weights(model.weights())
         with torch.no_grad():
@@ -286,10 +298,18 @@ def figures(run: RegressionRun, mean: dict[str, Any]):
         yield "past_training_depth", depth_figure(run.tables["depth"], config.dampings, config.model.layers)
 
 
+def paper_config() -> MultiLayerConfig:
+    """The authors' notebook (constructed_token_setup): one seed, 1000 tasks per OOD point, the trained tied
+    layer run past its depth with damping 0.75 updating y only; every training and test setting is already theirs
+    (the depth rules, batch 2048, 10 000 test tasks, an evaluation every 100 steps)."""
+    return MultiLayerConfig(evaluation=EvaluationConfig(seeds=1), n_ood=1000, dampings=(0.75,), iterate_update="y")
+
+
 STUDY = Study(
     name="multi-layer",
     summary="K-layer LSA (tied or not) vs K steps of tuned GD and GD++: per-layer loss, alignment, OOD, depth",
     default_config=MultiLayerConfig,
     run=run,
     default_threads=1,
+    presets={"paper": paper_config},
 )

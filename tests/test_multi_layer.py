@@ -127,3 +127,14 @@ def test_config_validation_and_overrides():
 
 class _Layout:
     d_model, d_y = 11, 1
+
+
+def test_paper_preset_is_the_authors_notebook():
+    from icl_gd.study import resolve_study_config
+
+    paper = resolve_study_config(get_study("multi-layer"), "paper")
+    assert (paper.evaluation.seeds, paper.n_ood, paper.dampings, paper.iterate_update) == (1, 1000, (0.75,), "y")
+    assert (paper.evaluation.n_test, paper.evaluation.eval_every, paper.model.layers) == (10_000, 100, 2)
+    assert paper.train_config() == MultiLayerConfig().train_config()
+    with pytest.raises(ConfigError):
+        apply_overrides(MultiLayerConfig(), ["iterate_update=x"])

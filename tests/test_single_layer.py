@@ -87,3 +87,15 @@ def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
                  and float(r["damping"]) == 1.0)
     assert first == pytest.approx(m["loss_trained"], rel=1e-5)
     assert (tmp_path / "figures" / "past_training_depth.png").exists()
+
+
+def test_paper_preset_differs_from_default_only_where_the_authors_did():
+    from icl_gd.study import resolve_study_config
+
+    study = get_study("single-layer")
+    paper, default = resolve_study_config(study, "paper"), resolve_study_config(study)
+    assert (paper.n_ood, paper.dampings, paper.iterate_update) == (1000, (0.75,), "y")
+    assert paper.train_config() == default.train_config() and paper.evaluation == default.evaluation
+    resolved = paper.train_config()
+    assert (resolved.steps, resolved.batch_size, resolved.lr, resolved.grad_clip) == (5000, 2048, 1e-3, 1e-3)
+    assert (paper.evaluation.n_test, paper.evaluation.eval_every) == (10_000, 100)

@@ -72,7 +72,8 @@ def test_block_stack_config_builds_the_named_model_and_checks_values():
     assert isinstance(BlockStackConfig(layers=2).build(_Layout(), 0), LSAModel)
     model = BlockStackConfig(layers=4, block="transformer", softmax=True).build(_Layout(), 0)
     assert isinstance(model, TransformerModel)
-    assert model.config.attention.softmax and model.config.attention.clip_activations == 10  # depth rule kept
+    assert model.config.attention.softmax and model.config.attention.scaled_logits  # the authors' 1/sqrt(k)
+    assert model.config.attention.clip_activations == 10  # the depth rule is kept
     for bad in (dict(block="mlp"), dict(widening_factor=0), dict(layers=0)):
         with pytest.raises(ConfigError):
             BlockStackConfig(**bad)
