@@ -166,14 +166,22 @@ class AuthorsSeparateLayout:
     """The authors' separate-token layout: tokens (B, 2N+1, d_x + P). An input token is (x_i, p_t), a label token
     ((0, ..., 0, y_i), p_t) (y in the last data coordinate, the one x_i's last entry uses), the query (x_q, p_2N);
     p_t the standard sinusoidal encoding (``StandardPositions``) concatenated. ŷ is minus the query's **last
-    coordinate**, a positional one: a model must cancel its offset p_2N[-1] = cos(2N ω_last) itself."""
+    coordinate**, a positional one: a model must cancel its offset p_2N[-1] = cos(2N ω_last) itself.
+
+    ``own_label_slot`` gives the label a data coordinate of its own (width d_x + 1 + P, y tokens (0, y_i, p_t)):
+    the one change an exact Proposition 3 construction needs (``constructions.prop3``)."""
 
     d_x: int
     n_context: int
     positions: StandardPositions = StandardPositions()
+    own_label_slot: bool = False
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "d_x", "n_context")
+
+    @property
+    def d_data(self) -> int:
+        return self.d_x + int(self.own_label_slot)
 
     @property
     def d_y(self) -> int:
@@ -189,7 +197,7 @@ class AuthorsSeparateLayout:
 
     @property
     def d_model(self) -> int:
-        return self.d_x + self.d_pos
+        return self.d_data + self.d_pos
 
     @property
     def x_slot(self) -> slice:
@@ -198,11 +206,11 @@ class AuthorsSeparateLayout:
     @property
     def y_slot(self) -> slice:
         """Where a label token holds y_i: the last data coordinate."""
-        return slice(self.d_x - 1, self.d_x)
+        return slice(self.d_data - 1, self.d_data)
 
     @property
     def pos_slot(self) -> slice:
-        return slice(self.d_x, self.d_model)
+        return slice(self.d_data, self.d_model)
 
     @property
     def readout_slot(self) -> slice:
@@ -295,8 +303,7 @@ class SeparateTokenModel(nn.Module):
         self.copy = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, n_heads=config.n_heads,
                                        key_size=config.key_size, softmax=True, scaled_logits=config.scaled_logits,
                                        init_scale=config.init_scale), gen)
-        self.gd = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, key_size=config.key_size,
-                                     init_scale=config.init_scale), gen)
+        self.gd = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, init_scale=config.init_scale), gen)
 
     def forward(self, tokens: torch.Tensor, return_tokens: bool = False):
         copied = self.copy(tokens)

@@ -41,7 +41,8 @@ class SeparateModelPart(HeadsModelConfig):
                 "(positional) coordinate")
     position_size: int = setting(10, "size of the standard sinusoidal positions (layout authors)")
     scaled_logits: bool = setting(False, "divide the softmax layer's logits by sqrt(key size) (the authors')")
-    key_size: int | None = setting(None, "key size of both layers (none: the token width)")
+    key_size: int | None = setting(None, "key size of the softmax layer (none: the token width; the linear layer's "
+                                         "is the token width)")
     layers = 2  # a softmax layer then an LSA layer: the depth TrainingConfig resolves for
     recurrent = False
 

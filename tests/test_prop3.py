@@ -72,3 +72,50 @@ def test_bad_beta_raises():
 def test_prop3_registered_in_verify():
     checks = [c for c in all_checks() if c.name.startswith("prop3:")]
     assert len(checks) >= 2 and all(c.run().passed for c in checks)
+
+
+# ---------------------------------------------------------------------------------------------------- authors' layout
+def test_authors_layout_construction_is_one_gd_step_in_float64_on_random_shapes():
+    from constructions.prop3 import check_authors_layout
+
+    gen = torch.Generator().manual_seed(31)
+    for trial in range(6):
+        d_x, n = int(torch.randint(1, 14, (1,), generator=gen)), int(torch.randint(2, 14, (1,), generator=gen))
+        P = 2 * int(torch.randint(2, 7, (1,), generator=gen))
+        result = check_authors_layout(d_x, n, P, 16, float(torch.rand((), generator=gen)) * 2, beta=None,
+                                      seed=trial)
+        assert result.passed and result.max_rel_error < 1e-12, (d_x, n, P, result)
+
+
+def test_authors_layout_construction_in_float32():
+    from constructions.prop3 import check_authors_layout
+
+    result = check_authors_layout(10, 10, 10, 64, 0.6, beta=150.0, seed=3, dtype=torch.float32, tolerance=1e-5)
+    assert result.passed, result
+
+
+def test_authors_copy_layer_fills_input_tokens_and_zeroes_the_query_read_out():
+    from constructions.prop3 import authors_prop3_model
+    from icl_gd.separate_tokens import AuthorsSeparateLayout
+
+    task = LinearRegressionTask(d=4, n_context=6)
+    data = task.sample(8, seed=1, stream=Stream.TEST, dtype=torch.float64)
+    layout = AuthorsSeparateLayout(4, 6, own_label_slot=True)
+    assert layout.d_model == 4 + 1 + 10 and layout.y_slot == slice(4, 5)
+    tokens = layout.tokens(data)
+    assert tokens[0, -1, -1] != 0  # the read-out coordinate starts at the positional offset
+    with torch.no_grad():
+        _, states = authors_prop3_model(layout, 1.0, beta=150.0)(tokens, return_tokens=True)
+    copied = states[1]
+    assert torch.allclose(copied[:, 0:-1:2, 4:5], data.y_context, atol=1e-13)  # x_i's slot now holds y_i
+    assert torch.allclose(copied[:, -1, -1], torch.zeros(8, dtype=torch.float64), atol=1e-13)  # offset cancelled
+    assert torch.equal(copied[:, :, :4], tokens[:, :, :4])  # inputs untouched
+
+
+def test_authors_shared_label_slot_has_no_exact_construction_and_low_beta_is_not_exact():
+    from constructions.prop3 import authors_prop3_model, check_authors_layout
+    from icl_gd.separate_tokens import AuthorsSeparateLayout
+
+    with pytest.raises(ConfigError, match="own_label_slot"):
+        authors_prop3_model(AuthorsSeparateLayout(10, 10), 1.0, beta=150.0)
+    assert not check_authors_layout(10, 10, 10, 16, 0.6, beta=2.0, seed=0).passed  # a soft copy is not one step
