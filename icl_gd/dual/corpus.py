@@ -156,7 +156,8 @@ def load_dictd(dict_path: Path, lowercase: bool = True) -> RawCorpus:
     return RawCorpus("book", tuple(documents))
 
 
-def load_book(path: Path = DEVIL_DICT, lowercase: bool = True) -> RawCorpus:
+def load_book(path: Path | None = None, lowercase: bool = True) -> RawCorpus:
+    path = DEVIL_DICT if path is None else path
     if not path.is_file():
         raise DatasetNotFoundError(f"corpus=book needs The Devil's Dictionary at {path}: apt-get install dict-devil")
     return load_dictd(path, lowercase)
@@ -308,20 +309,32 @@ def build_vocab(documents: Sequence[Document], size: int) -> tuple[str, ...]:
     return (UNK, EOS, *[w for w, _ in ranked[:size - 2]])
 
 
+def per_document_limit(lengths: Sequence[int], max_tokens: int | None) -> int | None:
+    """The largest m with Σ min(length, m) <= ``max_tokens``: a cap spread evenly over the documents (short ones
+    whole), so a capped split still holds every document's beginning. None when nothing needs cutting."""
+    if max_tokens is None or sum(lengths) <= max_tokens:
+        return None
+    lo, hi = 0, max(lengths)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _stream(documents: Sequence[Document], indices: Sequence[int], lookup: dict[str, int],
             max_tokens: int | None = None) -> TokenStream:
+    limit = per_document_limit([len(documents[d].words) for d in indices], max_tokens)
     ids, doc, pos = [], [], []
-    total = 0
     for d in indices:
-        words = documents[d].words
-        if max_tokens is not None:
-            words = words[:max_tokens - total]
+        words = documents[d].words if limit is None else documents[d].words[:limit]
+        if not words:
+            continue
         ids.append(np.fromiter((lookup.get(w, 0) for w in words), dtype=np.int64, count=len(words)))
         doc.append(np.full(len(words), d, dtype=np.int64))
         pos.append(np.arange(len(words), dtype=np.int64))
-        total += len(words)
-        if max_tokens is not None and total >= max_tokens:
-            break
     cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))
     return TokenStream(cat(ids), cat(doc), cat(pos))
 
@@ -329,7 +342,8 @@ def _stream(documents: Sequence[Document], indices: Sequence[int], lookup: dict[
 def tokenise(raw: RawCorpus, vocab_size: int, valid_fraction: float = 0.1, test_fraction: float = 0.1,
              max_train_tokens: int | None = None, max_eval_tokens: int | None = None) -> Corpus:
     """Split ``raw`` by document, build the vocabulary on the training documents (all of them, before any cap),
-    and map words to ids. ``max_*_tokens`` keep the first tokens of a split (whole documents in split order)."""
+    and map words to ids. ``max_*_tokens`` cap a split by keeping the first m words of every document, m as large
+    as the cap allows (``per_document_limit``)."""
     if vocab_size < 3:
         raise ConfigError(f"vocab_size must be at least 3 (<unk>, <eos> and one word), got {vocab_size}")
     if not raw.documents:
