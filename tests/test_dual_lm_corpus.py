@@ -157,3 +157,26 @@ def test_vocabulary_counts_training_documents_only_and_maps_the_rest_to_unk():
     assert per_document_limit([10, 2, 50], 5) == 1  # m = 2 would take 2 + 2 + 2 = 6 > 5 words
     with pytest.raises(ConfigError, match="fewer than one BPTT window"):
         require_length(corpus, window=3, batch_size=2, eval_batch_size=1)
+
+
+def test_wiki_dump_articles_keep_titles_and_lose_markup(tmp_path):
+    pytest.importorskip("gensim")  # the wiki corpus is an optional extra ('.[data]'); CI installs '.[test]'
+    import bz2
+
+    page = ("<page><title>{title}</title><ns>{ns}</ns><id>1</id>{redirect}<revision><text>{text}</text>"
+            "</revision></page>")
+    bold = "&apos;&apos;&apos;"
+    pages = [page.format(title="Anarchism", ns=0, redirect="",
+                         text=f"{bold}Anarchism{bold} is a [[political philosophy]].\n== History ==\nThe term."),
+             page.format(title="AccessibleComputing", ns=0, redirect="<redirect title='Computer accessibility' />",
+                         text="#REDIRECT [[Computer accessibility]]"),
+             page.format(title="Talk:Anarchism", ns=1, redirect="", text="a talk page"),
+             page.format(title="Albedo", ns=0, redirect="", text="Albedo is [[reflection|reflectance]].")]
+    xml = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">' + "".join(pages) + "</mediawiki>"
+    path = tmp_path / "dump.xml.bz2"
+    path.write_bytes(bz2.compress(xml.encode()))
+    raw = corpora.load_wiki(path=path)
+    assert [d.title for d in raw.documents] == ["Anarchism", "Albedo"]
+    assert raw.documents[0].words == ("anarchism", "is", "a", "political", "philosophy", ".", EOS, "history", EOS,
+                                      "the", "term", ".", EOS)
+    assert raw.documents[1].words == ("albedo", "is", "reflectance", ".", EOS)

@@ -85,10 +85,11 @@ def gensim_wiki_path() -> Path | None:
     return path if path.is_file() else None
 
 
-def load_wiki(lowercase: bool = True) -> RawCorpus:
-    """The articles (namespace 0, no redirects) of the Wikipedia dump in gensim's test data."""
-    path = gensim_wiki_path()
-    if path is None:
+def load_wiki(lowercase: bool = True, path: Path | None = None) -> RawCorpus:
+    """The articles (namespace 0, no redirects) of a bz2 MediaWiki dump: by default the one in gensim's test
+    data. Markup is stripped by gensim's ``filter_wiki``, so gensim must be installed either way."""
+    path = path or gensim_wiki_path()
+    if path is None or importlib.util.find_spec("gensim") is None:
         raise DatasetNotFoundError("corpus=wiki needs gensim's bundled Wikipedia dump: pip install gensim "
                                    "(or pip install -e '.[data]')")
     from gensim.corpora.wikicorpus import filter_wiki
