@@ -6,7 +6,13 @@ compares them on fixed test tasks with one and two GD steps (tuned on held-out t
 construction. The copy analysis differentiates the first layer's update at token k with respect to input tokens
 k, k+1 and all others (k+1 excluded), averaged over the context inputs x_i; the attention maps show where each
 token of the first layer looks. The first entry of ``heads`` gives the un-suffixed metrics; every head count also
-gets ``*_h{H}`` metrics.
+gets ``*_h{H}`` metrics. Beside ours, the authors' copy analysis (``copy_authors_*``: norms of the task-mean
+gradient of token k's summed output, "others" without k+1; ``..._with_next_bug`` as their code sums it).
+
+``--preset paper`` is the authors' set-up (``layout=authors``): x_i and (0, …, 0, y_i) share the data slots,
+standard sinusoidal positions of size 10 concatenated, one head, logits / sqrt(20), ŷ from the query's last
+coordinate. The Prop. 3 construction needs the label in a slot of its own, so it is scored in our layout only
+(``constructions/prop3.py`` verifies it in the authors' layout with that one change).
 """
 
 from __future__ import annotations

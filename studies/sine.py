@@ -6,6 +6,10 @@ test tasks with the zero predictor and with the Prop. 2 construction on the trai
 (a) the Prop. 1 layer on m(x) (kernel m(x)ᵀm(x')) and (b) with the kernel the trained layer actually uses,
 m(x)ᵀ S m(x') with S the PSD part of its read-out block, both from the trained model's initial read-out W₀ and
 with η tuned on held-out tasks. The trained model's query token starts at -W₀ m(x_q) (``initial_readout``).
+
+``--preset paper`` (``architecture=tokens``) is the authors' set-up instead: an embedding + MLP of whole tokens
+(y included), one LSA layer, ŷ = minus the last coordinate, against their baseline (the same embedding + MLP
+meta-trained under the Prop. 1 layer frozen at η = 0.1) and ours (that baseline with η re-tuned on held-out tasks).
 """
 
 from __future__ import annotations
@@ -55,10 +59,11 @@ class SineModelConfig:
                                   "tokens: the embedding and LSA width)")
     hidden: int = setting(160, "hidden width of the residual MLP (0: the linear embedding alone)")
     activation: Literal["relu", "gelu", "tanh"] = setting("gelu", "the MLP's non-linearity")
-    initial_readout: bool = setting(True, "the query starts at -W₀ m(x_q) with W₀ trained (from zero)")
-    lsa_init_scale: float = setting(0.2, "LSA init variance scale (the authors' 0.002 stalls at ~2.8x the "
-                                         "baseline's loss here)")
-    init_scale: float = setting(0.002, "tokens: init variance scale of the embedding and MLP (the authors')")
+    initial_readout: bool = setting(True, "features: the query starts at -W₀ m(x_q) with W₀ trained (from zero)")
+    lsa_init_scale: float = setting(0.2, "features: LSA init variance scale (the authors' 0.002 stalls at ~2.8x "
+                                         "the baseline's loss here)")
+    init_scale: float = setting(0.002, "tokens: init variance scale / fan_in of the embedding, MLP and LSA layer "
+                                       "(the authors')")
     baseline_eta: float = setting(0.1, "tokens: the baseline's frozen Prop. 1 rate η (P = η/N; the authors' 0.1)")
     baseline_lr: float | None = setting(None, "learning rate of the baseline's optimiser (none: the training lr)")
     baseline_beta2: float | None = setting(None, "beta2 of the baseline's optimiser (none: the training beta2)")
