@@ -75,9 +75,10 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         run.add_reference(name, predictor)
     constructed = gdpp_model(layout.d_x, layout.d_y, config.task.n_context, gdpp.etas, gdpp.gammas,
                              recurrent=shared, dtype=torch.float32).to(run.device)
-    reference_cond = {"data (GD)": condition_per_step([run.test_batch.x_context.double()]),
-                      "GD++ tuned": condition_per_step(gdpp_transformed_inputs(run.test_batch.x_context.double(),
-                                                                               gdpp.gammas))}
+    x_test = run.test_batch.x_context.double()
+    # GD never moves the inputs: its line is the data's at every step.
+    reference_cond = {"data (GD)": condition_per_step([x_test]) * (config.model.layers + 1),
+                      "GD++ tuned": condition_per_step(gdpp_transformed_inputs(x_test, gdpp.gammas))}
     common = {"loss_zero": run.score(ZeroPredictor(layout)).loss, "loss_gdpp_constructed": run.score(constructed).loss,
               "loss_gd_per_step": per_step_losses(run, gd), "loss_gdpp_per_step": per_step_losses(run, gdpp),
               "gd_eta": _scalar_if(shared, gd.etas), "gdpp_eta": _scalar_if(shared, gdpp.etas),
