@@ -37,7 +37,7 @@ def condition_numbers(gram: torch.Tensor) -> torch.Tensor:
 
 def gdpp_transformed_inputs(x: torch.Tensor, gammas: Sequence[float]) -> list[torch.Tensor]:
     """[X_0, X_1, ..., X_K]: the context inputs (B, N, d) after k = 0..K GD++ transforms
-    x ← (I - γ_k X_k X_kᵀ) x, each X_k X_kᵀ taken from the step's incoming inputs (as ``icl_gd.gd.gdpp_step``)."""
+    x ← (I - γ_k X_k X_kᵀ) x, each X_k X_kᵀ from the step's incoming inputs (as ``icl_gd.gd.gdpp_step``)."""
     out = [x]
     for gamma in gammas:
         x = x - float(gamma) * (x @ context_gram(x))

@@ -43,8 +43,8 @@ class MixedNormalisedInputs:
 
     def sample(self, shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
         """(B, N+1, d): every law's inputs are drawn for every task, then each task keeps its own law's."""
-        draws = torch.stack([NormalisedInputs(law, self.scale).sample(shape, gen, device, dtype)  # type: ignore[arg-type]
-                             for law in self.laws])  # (L, B, N+1, d)
+        laws = [NormalisedInputs(law, self.scale) for law in self.laws]  # type: ignore[arg-type]
+        draws = torch.stack([law.sample(shape, gen, device, dtype) for law in laws])  # (L, B, N+1, d)
         choice = self.law_indices(shape[0], gen, device)
         return draws[choice, torch.arange(shape[0], device=device)]
 
