@@ -47,7 +47,7 @@ class LMTrainingConfig:
     hidden: int = setting(128, "LSTM hidden width (every layer)")
     layers: int = setting(1, "LSTM layers (1 or 2 in the paper)")
     bptt: int = setting(35, "tokens per truncated-BPTT window")
-    batch_size: int = setting(32, "parallel streams per window")
+    batch_size: int = setting(16, "parallel streams per window")
     epochs: int = setting(2, "passes over the training stream")
     optimizer: Literal["sgd", "adam"] = setting("sgd", "sgd: exact dual form; adam: its residual is reported")
     lr: float = setting(1.0, "initial learning rate")
@@ -169,7 +169,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
         epoch, window, curves, seconds = saved["epoch"], saved["window"], saved["curves"], saved["seconds"]
         state = [(h.to(device), c.to(device)) for h, c in saved["state"]]
     recorder = DualRecorder(model.recorded_layers(), optimizer, memory, key_dtype=config.key_dtype,
-                            chunk_rows=8192, resume=resume)
+                            chunk_rows=8192, resume=resume, background_writes=True)
 
     def save(finished: bool) -> None:
         payload = {"fingerprint": fp, "finished": finished, "model": model.state_dict(), "step": recorder.step,

@@ -115,9 +115,11 @@ class DualRecorder:
         chunk_rows: int = 16384,
         check_gradients: bool = False,
         resume: RecorderCheckpoint | None = None,
+        background_writes: bool = False,
     ) -> None:
         """``resume``: what ``checkpoint()`` returned in an interrupted run with the same layers and optimizer
-        (restored to that point); recording continues from there and later rows of that run are dropped."""
+        (restored to that point); recording continues from there and later rows of that run are dropped.
+        ``background_writes``: full chunks go to disk on a worker thread while training continues."""
         if not layers:
             raise ConfigError("DualRecorder needs at least one layer")
         if key_dtype not in KEY_DTYPES:
@@ -136,7 +138,8 @@ class DualRecorder:
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype or ("float64" if model_dtype == torch.float64 else "float32")
         self.check_gradients = check_gradients
-        self.writer = MemoryWriter(root, chunk_rows=chunk_rows, resume=None if resume is None else resume.manifest)
+        self.writer = MemoryWriter(root, chunk_rows=chunk_rows, resume=None if resume is None else resume.manifest,
+                                   background=background_writes)
         self.root = self.writer.root
         self.step = 0 if resume is None else resume.step  # optimizer steps taken since recording began
         self._provenance: Provenance | None = None

@@ -14,8 +14,11 @@ never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading n
 
 from __future__ import annotations
 
-import io
 import json
+import os
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DatasetNotFoundError
-from ..results import atomic_write_bytes, read_json, write_json
+from ..results import atomic_write_text, read_json, to_jsonable
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -44,10 +47,19 @@ class Column:
 
 
 def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
-    """``array`` as an ``.npy`` file at ``path``, written (and fsynced) under a temporary name, then renamed."""
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    atomic_write_bytes(path, buffer.getvalue())
+    """``array`` as an ``.npy`` file at ``path``, written (and fsynced) under a temporary name, then renamed.
+
+    Written straight to the file: no in-memory copy of the serialised array."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @dataclass
@@ -61,9 +73,15 @@ class MemoryWriter:
     """Writes tables chunk by chunk while training runs; at most ``chunk_rows`` rows per table stay in RAM.
 
     Every chunk is fsynced before it is listed, so the memory survives power loss, not only process death.
+    With ``background=True`` full chunks are written by one worker thread, in order, while the caller goes on
+    (file writes and fsync release the GIL, so training overlaps the disk); at most ``MAX_IN_FLIGHT`` chunks
+    wait, and ``flush``/``close``/``snapshot`` return only once every chunk is written and listed.
     """
 
-    def __init__(self, root: Path | str, chunk_rows: int = 16384, resume: Mapping[str, Any] | None = None) -> None:
+    MAX_IN_FLIGHT = 4
+
+    def __init__(self, root: Path | str, chunk_rows: int = 16384, resume: Mapping[str, Any] | None = None,
+                 background: bool = False) -> None:
         """``resume``: a manifest returned by ``snapshot`` of an earlier writer on ``root``; writing continues from
         it, and chunks written after that snapshot (an interrupted run's) are dropped."""
         if chunk_rows <= 0:
@@ -72,6 +90,10 @@ class MemoryWriter:
         self.chunk_rows = chunk_rows
         self.root.mkdir(parents=True, exist_ok=True)
         self._pending: dict[tuple[str, str], _PendingTable] = {}
+        self._next_chunk: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()  # the manifest: mutated and written by the caller and the worker
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="dual-memory") if background else None
+        self._in_flight: list[Future] = []
         if resume is not None:
             self._resume(resume)
             return
@@ -89,6 +111,7 @@ class MemoryWriter:
             for table, spec in entry["tables"].items():
                 columns = tuple(Column(c["name"], c["dtype"], c["width"]) for c in spec["columns"])
                 self._pending[(layer, table)] = _PendingTable(columns, {c.name: [] for c in columns})
+                self._next_chunk[(layer, table)] = len(spec["chunks"])
                 listed.update(f for chunk in spec["chunks"] for f in chunk["files"].values())
             for path in (self.root / layer).glob("*.npy"):
                 if path.name not in listed:
@@ -98,7 +121,8 @@ class MemoryWriter:
     def snapshot(self) -> dict[str, Any]:
         """Flush every table and return a copy of the manifest, from which ``MemoryWriter(resume=...)`` continues."""
         self.flush()
-        return json.loads(json.dumps(self._manifest))
+        with self._lock:
+            return json.loads(json.dumps(self._manifest))
 
     # -- declaration -----------------------------------------------------------------------------------------
     def add_layer(self, layer: str, info: Mapping[str, Any]) -> None:
@@ -119,6 +143,7 @@ class MemoryWriter:
             "chunks": [],
         }
         self._pending[(layer, table)] = _PendingTable(tuple(columns), {c.name: [] for c in columns})
+        self._next_chunk[(layer, table)] = 0
         self._write_manifest()
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -154,21 +179,33 @@ class MemoryWriter:
         entry = self._layer(layer)
         path = self.root / layer / f"{name}.npy"
         _save_npy_atomic(path, array)
-        entry["arrays"][name] = path.name
+        with self._lock:
+            entry["arrays"][name] = path.name
         self._write_manifest()
 
     def set_info(self, layer: str, **info: Any) -> None:
-        self._layer(layer)["info"].update(info)
+        with self._lock:
+            self._layer(layer)["info"].update(info)
         self._write_manifest()
 
     def flush(self) -> None:
+        """Write every buffered row; in the background mode, wait until every chunk is written and listed."""
         for layer, table in list(self._pending):
             self._flush_table(layer, table)
+        self._wait(0)
 
     def close(self) -> None:
         self.flush()
-        self._manifest["closed"] = True
+        if self._executor is not None:
+            self._executor.shutdown()
+        with self._lock:
+            self._manifest["closed"] = True
         self._write_manifest()
+
+    def _wait(self, at_most: int) -> None:
+        """Until at most ``at_most`` chunks are in flight; a failed write raises here, in the caller."""
+        while len(self._in_flight) > at_most:
+            self._in_flight.pop(0).result()
 
     # -- internals -------------------------------------------------------------------------------------------
     def _layer(self, layer: str) -> dict[str, Any]:
@@ -180,22 +217,33 @@ class MemoryWriter:
         pending = self._pending[(layer, table)]
         if pending.rows == 0:
             return
-        entry = self._manifest["layers"][layer]["tables"][table]
-        index = len(entry["chunks"])
-        files = {}
+        index = self._next_chunk[(layer, table)]
+        self._next_chunk[(layer, table)] = index + 1
+        arrays = {}
         for column in pending.columns:
             parts = pending.buffers[column.name]
-            array = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            name = f"{table}-{index:05d}.{column.name}.npy"
-            _save_npy_atomic(self.root / layer / name, array)
-            files[column.name] = name
+            arrays[column.name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             pending.buffers[column.name] = []
-        entry["chunks"].append({"rows": pending.rows, "files": files})
-        pending.rows = 0
+        rows, pending.rows = pending.rows, 0
+        if self._executor is None:
+            self._write_chunk(layer, table, index, rows, arrays)
+        else:
+            self._wait(self.MAX_IN_FLIGHT - 1)
+            self._in_flight.append(self._executor.submit(self._write_chunk, layer, table, index, rows, arrays))
+
+    def _write_chunk(self, layer: str, table: str, index: int, rows: int, arrays: dict[str, np.ndarray]) -> None:
+        files = {}
+        for name, array in arrays.items():
+            file = f"{table}-{index:05d}.{name}.npy"
+            _save_npy_atomic(self.root / layer / file, array)
+            files[name] = file
+        with self._lock:
+            self._manifest["layers"][layer]["tables"][table]["chunks"].append({"rows": rows, "files": files})
         self._write_manifest()  # the chunk exists only from here on
 
     def _write_manifest(self) -> None:
-        write_json(self.root / MANIFEST, self._manifest)
+        with self._lock:  # serialise and replace under the lock: an older manifest never overwrites a newer one
+            atomic_write_text(self.root / MANIFEST, json.dumps(to_jsonable(self._manifest), indent=2) + "\n")
 
 
 @dataclass(frozen=True)
