@@ -32,6 +32,7 @@ import torch
 from .errors import ConfigError, DivergenceError
 from .lsa import LSAWeights
 from .metrics import query_loss
+from .phases import phased, tick
 
 
 # ---------------------------------------------------------------------------------------------------- GD
@@ -197,6 +198,7 @@ def _lbfgs(
                             tolerance_grad=tolerance_grad, tolerance_change=tolerance_change)
 
     def closure() -> torch.Tensor:
+        tick("L-BFGS loss evaluations")
         opt.zero_grad()
         value = loss(params)
         value.backward()
@@ -224,6 +226,7 @@ def _per_step_gd_starts(eta: float, n_steps: int) -> list[tuple[float, ...]]:
     return starts
 
 
+@phased("tuning GD step sizes")
 def tune_gd(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
     shared: bool = True, W0: torch.Tensor | None = None, max_iter: int = 200,
@@ -273,6 +276,7 @@ def _best(candidates: list[GDPPParams], loss: Callable[[GDPPParams], torch.Tenso
     return candidates[min(finite)[1]]
 
 
+@phased("tuning GD++ step sizes and transforms")
 def tune_gdpp(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int,
     shared: bool = True, W0: torch.Tensor | None = None, start: GDPPParams | None = None, max_iter: int = 200,

@@ -16,6 +16,7 @@ import torch
 
 from .errors import ConfigError
 from .memory import check_memory
+from .phases import phases_shown
 from .results import prepare_run_dir
 from .runlock import RunLock
 
@@ -62,7 +63,7 @@ def execute_run(study: str, out: Path, preset: str = "default", overrides: Seque
     torch_device = resolve_device(device)
     check_memory(config, torch_device)  # before touching out: a refused run leaves nothing behind
     out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
-    with RunLock(out):
+    with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
         write_resolved_config(ctx, study, config, preset)

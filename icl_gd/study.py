@@ -29,6 +29,7 @@ from .evaluation import EvalSet, Scored, score, scored_rows
 from .lsa import LSAConfig
 from .metrics import Predictor
 from .ood import default_sweeps, evaluate_sweeps
+from .phases import phased
 from .results import mean_over_seeds, write_csv, write_json, write_metrics
 from .tasks import LinearRegressionTask, Stream, UniformInputs
 from .training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train
@@ -295,6 +296,7 @@ class RegressionRun:
     def score(self, predictor: Predictor) -> Scored:
         return score(predictor, self.test)
 
+    @phased("scoring a reference on the test tasks")
     def add_reference(self, name: str, predictor: Predictor, align: bool = True, curve: str | None = "") -> Scored:
         """Score a baseline once. ``align``: models are aligned with it at every evaluation; ``curve``: its loss is
         drawn beside the training curves under this label ("" = ``name``, None = not drawn)."""
@@ -356,6 +358,7 @@ class RegressionRun:
         """Append tidy rows to ``{table}.csv``, each prefixed with the ``fixed`` columns (e.g. ``seed=0``)."""
         self.tables.setdefault(table, []).extend({**fixed, **row} for row in rows)
 
+    @phased("out-of-distribution sweeps")
     def add_ood(self, seed: int, predictors: Mapping[str, Predictor], n_tasks: int) -> None:
         """The out-of-distribution sweeps (``icl_gd.ood``) of the concatenated-layout task, into ``ood.csv``."""
         task = self.token_task.task  # type: ignore[attr-defined]

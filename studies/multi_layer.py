@@ -33,6 +33,7 @@ from icl_gd.gd import GDPPParams, gdpp_params_from_weights, tune_gd, tune_gdpp
 from icl_gd.iteration import UPDATES, iterated_predictions
 from icl_gd.lsa import LSAModel
 from icl_gd.metrics import regression_loss
+from icl_gd.phases import phased
 from icl_gd.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
                              loss_curves_figure, ood_figure, per_layer_loss_figure, reference_cosines_figure)
 from icl_gd.results import write_json
@@ -151,6 +152,7 @@ def condition_rows(run: RegressionRun, model: nn.Module, references: dict[str, l
             for source, summaries in sources.items() for k, s in enumerate(summaries)]
 
 
+@phased("GD/GD++ loss after each step")
 def per_step_losses(run: RegressionRun, params: GDPPParams) -> list[float]:
     """Test loss after each of the K steps (step 1 first), in float64 like every reference."""
     predictions = GDPPPredictor(run.layout, params).predictions_per_step(run.test.tokens.double())
@@ -162,6 +164,7 @@ def per_layer_losses(run: RegressionRun, states: list[torch.Tensor]) -> list[flo
     return [regression_loss(run.layout.prediction(s), run.test.targets) for s in states[1:]]
 
 
+@phased("scoring the trained model per layer")
 def seed_metrics(run: RegressionRun, seed: int, model: nn.Module, untrained: nn.Module) -> dict[str, Any]:
     """Losses, alignment and the conditioning of the trained model's own input states (any block)."""
     gd, gdpp = run.references["gd"], run.references["gdpp"]
@@ -221,6 +224,7 @@ def best_gdpp_metrics(metrics: dict[str, Any]) -> dict[str, float]:
             "trained_beats_gdpp_best": float(metrics["loss_trained"] < best)}
 
 
+@phased("GD/GD++ depth curves")
 def depth_reference_rows(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -> list[dict[str, Any]]:
     """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
     model, loss}. They do not depend on the training seed, so they are computed once. With ``iterate_update=y``
@@ -235,6 +239,7 @@ def depth_reference_rows(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -
     return rows
 
 
+@phased("trained layer's depth curves")
 def trained_depth_rows(run: RegressionRun, model: LSAModel) -> list[dict[str, Any]]:
     """The trained tied layer applied n = 1..max_applications times with its update scaled by λ."""
     rows = []

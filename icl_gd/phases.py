@@ -1,0 +1,104 @@
+"""Progress for the long phases outside the training loop (tuning GD/GD++, scoring references, OOD sweeps, depth
+curves), so a deep model never leaves the terminal silent for minutes.
+
+``with phase("tuning GD++ step sizes (K=200)"):`` says nothing for a phase shorter than ``QUIET_S``; a longer one
+gets a line once it has run that long, a line every ``EVERY_S`` with its counters (``tick("L-BFGS loss
+evaluations")`` counts), and a line with its time when it ends. Plain lines on stderr: they work in logs and next
+to the training bar. Shown only inside ``phases_shown(True)`` (``execute_run`` with progress on); phases nest.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+QUIET_S = 5.0
+EVERY_S = 30.0
+
+_shown: contextvars.ContextVar[bool] = contextvars.ContextVar("icl_gd_phases_shown", default=False)
+_current: contextvars.ContextVar["_Phase | None"] = contextvars.ContextVar("icl_gd_phase", default=None)
+
+
+@dataclass
+class _Phase:
+    name: str
+    start: float = field(default_factory=time.perf_counter)
+    counts: dict[str, int] = field(default_factory=dict)
+    spoke: bool = False
+
+    def line(self, state: str) -> str:
+        counted = ", ".join(f"{n} {what}" for what, n in self.counts.items())
+        return f"icl-gd: {self.name}: {state} {_clock(time.perf_counter() - self.start)}" + (
+            f" ({counted})" if counted else "")
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.0f}s"
+
+
+@contextmanager
+def phases_shown(enabled: bool) -> Iterator[None]:
+    token = _shown.set(enabled)
+    try:
+        yield
+    finally:
+        _shown.reset(token)
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """A named long phase (see the module docstring)."""
+    if not _shown.get():
+        yield
+        return
+    current = _Phase(name)
+    token = _current.set(current)
+    stop = threading.Event()
+
+    def heartbeat() -> None:
+        wait = QUIET_S
+        while not stop.wait(wait):
+            current.spoke = True
+            print(current.line("running for"), file=sys.stderr, flush=True)
+            wait = EVERY_S
+
+    thread = threading.Thread(target=heartbeat, name="icl-gd-phase", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        _current.reset(token)
+        if current.spoke:
+            print(current.line("done in"), file=sys.stderr, flush=True)
+
+
+def tick(what: str, n: int = 1) -> None:
+    """Count ``n`` more ``what`` in the innermost phase (nothing when none is shown)."""
+    current = _current.get()
+    if current is not None:
+        current.counts[what] = current.counts.get(what, 0) + n
+
+
+def phased(name: str) -> Callable[[F], F]:
+    """Decorator: every call of the function is a ``phase(name)``."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with phase(name):
+                return fn(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorate
