@@ -143,8 +143,8 @@ class MetaLearnedReadout(nn.Module):
 
 # ---------------------------------------------------------------------------------------------------- whole tokens
 class TokenEmbeddingMLP(nn.Module):
-    """The authors' input map on **whole tokens** (y included): e = E t (no bias), then e <- e + W₂ σ(W₁ e + b₁) + b₂:
-    tokens (..., d_in) -> (..., width). Init as theirs: truncated normal of variance ``init_scale`` / fan_in,
+    """The authors' input map on **whole tokens** (y included): e = E t (no bias), then
+    e <- e + W₂ σ(W₁ e + b₁) + b₂: tokens (..., d_in) -> (..., width). Init as theirs: truncated normal of variance ``init_scale`` / fan_in,
     biases zero."""
 
     def __init__(self, d_in: int, width: int, hidden: int, activation: str = "gelu", init_scale: float = 0.002,

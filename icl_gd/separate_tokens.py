@@ -133,8 +133,8 @@ class SeparateLayout:
 
 @dataclass(frozen=True)
 class StandardPositions:
-    """The Transformer's sinusoidal encoding of absolute positions t = 0, 1, ... (the authors' ``create_pos_encoding``):
-    p_t[2i] = sin(t ω_i), p_t[2i+1] = cos(t ω_i), ω_i = 10000^(-2i/size), i = 0..size/2-1."""
+    """The Transformer's sinusoidal encoding of absolute positions t = 0, 1, ... (the authors'
+    ``create_pos_encoding``): p_t[2i] = sin(t ω_i), p_t[2i+1] = cos(t ω_i), ω_i = 10000^(-2i/size), i = 0..size/2-1."""
 
     size: int = 10
 
@@ -251,7 +251,8 @@ class AuthorsSeparateTokenTask(LayoutTokenTask):
     @property
     def layout(self) -> AuthorsSeparateLayout:
         if self.task.d_y != 1:
-            raise ConfigError(f"the authors' separate layout holds one label per token, the task has d_y = {self.task.d_y}")
+            raise ConfigError(f"the authors' separate layout holds one label per token, the task has "
+                              f"d_y = {self.task.d_y}")
         return AuthorsSeparateLayout(self.task.d, self.task.n_context, self.positions)
 
 
@@ -287,13 +288,14 @@ class SeparateModelConfig:
 
 
 class SeparateTokenModel(nn.Module):
-    """``copy`` (softmax attention) then ``gd`` (linear LSA), both residual; ŷ = -(query's y slot).
+    """``copy`` (softmax attention) then ``gd`` (linear LSA), both residual; ŷ = ``layout.prediction`` (minus the
+    query's y slot, or its last coordinate in the authors' layout).
 
     ``forward(tokens)`` gives ŷ (B, d_y); with ``return_tokens`` also [input, after copy, after gd] (B, T, D).
     """
 
-    def __init__(self, layout: SeparateLayout | AuthorsSeparateLayout, config: SeparateModelConfig = SeparateModelConfig(),
-                 seed: int = 0) -> None:
+    def __init__(self, layout: SeparateLayout | AuthorsSeparateLayout,
+                 config: SeparateModelConfig = SeparateModelConfig(), seed: int = 0) -> None:
         super().__init__()
         self.layout = layout
         self.config = config

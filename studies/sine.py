@@ -153,7 +153,8 @@ def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor,
         tuned = set_frozen_eta(copy.deepcopy(baseline), N, eta)
         trained, frozen, retuned = run.score(model), run.score(baseline), run.score(tuned)
         run.record(seed, {
-            "loss_trained": trained.loss, "loss_meta_learned": frozen.loss, "loss_meta_learned_tuned_eta": retuned.loss,
+            "loss_trained": trained.loss, "loss_meta_learned": frozen.loss,
+            "loss_meta_learned_tuned_eta": retuned.loss,
             "loss_zero": loss_zero, "eta_meta_learned": m.baseline_eta, "eta_meta_tuned": eta,
             "loss_rel_gap_trained_vs_meta": relative_gap(trained.loss, frozen.loss),
             "loss_rel_gap_trained_vs_meta_tuned_eta": relative_gap(trained.loss, retuned.loss),
