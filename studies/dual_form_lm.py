@@ -40,9 +40,10 @@ class CorpusConfig:
     corpus: str = setting("auto", "auto, wiki (gensim's Wikipedia articles), book (dict-devil), pydoc (Python's help "
                                   "topics), or a path: a UTF-8 text file or a WikiText-2 directory")
     vocab_size: int = setting(2000, "words in the vocabulary, <unk> and <eos> included")
-    max_train_tokens: int | None = setting(100_000, "train on the first N training tokens (none: all); the "
-                                                    "output layer stores a vocab-wide value per token and step")
-    max_eval_tokens: int | None = setting(30_000, "first N tokens of valid and of test (none: all)")
+    max_train_tokens: int | None = setting(100_000, "train on N tokens, the first words of every training document "
+                                                    "(as many as fit; none: all); the output layer stores a "
+                                                    "vocab-wide value per token and step")
+    max_eval_tokens: int | None = setting(30_000, "N tokens of valid and of test, capped the same way (none: all)")
     valid_fraction: float = setting(0.1, "share of documents in the valid split")
     test_fraction: float = setting(0.1, "share of documents in the test split")
     lowercase: bool = setting(True, "lower-case every word")
