@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from icl_gd.config import require_non_negative, require_positive, require_positive_ints, setting
-from icl_gd.dual.corpus import load_raw, require_length, resolve_corpus, tokenise
+from icl_gd.dual.corpus import load_raw, require_length, tokenise
 from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics, passages_document
 from icl_gd.dual.lm_figures import lm_figures
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
@@ -79,9 +79,8 @@ def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
     corpus = tokenise(raw, data.vocab_size, data.valid_fraction, data.test_fraction, data.max_train_tokens,
                       data.max_eval_tokens)
     require_length(corpus, training.bptt, training.batch_size, EVAL_BATCH)
-    if ctx.progress:
-        print(f"dual-form-lm: corpus {corpus.name} ({resolve_corpus(data.corpus)}): {len(corpus.train)} train, "
-              f"{len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary {corpus.vocab_size}")
+    print(f"dual-form-lm: corpus {corpus.name} (corpus={data.corpus}): {len(corpus.train)} train, "
+          f"{len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary {corpus.vocab_size}")
     unigram = {split: unigram_perplexity(corpus.train, getattr(corpus, split), corpus.vocab_size, EVAL_BATCH)
                for split in ("valid", "test")}
     per_seed, curves, layer_rows, curve_rows = {}, [], [], []

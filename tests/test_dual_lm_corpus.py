@@ -3,7 +3,6 @@ the vocabulary, and every bad input as a typed one-line error."""
 
 from __future__ import annotations
 
-import base64
 import gzip
 
 import numpy as np
