@@ -100,7 +100,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
             metrics.update(read_off_metrics(run, trained, gd, tune))
         metrics.update(best_gdpp_metrics(metrics))
         run.record(seed, metrics)
-        run.add_rows("conditioning", condition_rows(run, trained, reference_cond, metrics), seed=seed)
+        run.add_rows("conditioning", condition_rows(reference_cond, metrics), seed=seed)
         run.add_ood(seed, {"trained": trained, **references}, config.n_ood)
         if depth_refs:
             run.add_rows("depth", trained_depth_rows(run, trained) + depth_refs, seed=seed)
@@ -139,8 +139,7 @@ def trained_states(run: RegressionRun, model: nn.Module) -> list[torch.Tensor]:
     return states
 
 
-def condition_rows(run: RegressionRun, model: nn.Module, references: dict[str, list[dict[str, float]]],
-                   metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def condition_rows(references: dict[str, list[dict[str, float]]], metrics: dict[str, Any]) -> list[dict[str, Any]]:
     """Tidy rows {source, transforms, log10_mean, median} for ``conditioning.csv``: the references, the trained
     model's read-off transforms (LSA blocks) and its actual states."""
     sources = dict(references)
