@@ -4,6 +4,7 @@ interrupt, blocked scoring against a dense reference, key removal, and the dual-
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 
 import numpy as np
@@ -76,11 +77,11 @@ def test_adam_leaves_a_reported_residual(tmp_path):
 
 
 def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
-    config = replace(TINY, checkpoint_every=5)
+    config = replace(TINY, layers=1, checkpoint_every=20)  # few checkpoints: each one fsyncs every table
     reference, corpus = _train(tmp_path / "whole", config)
 
     def interrupt(step: int) -> None:
-        if step == 13:  # after the step-10 checkpoint: steps 11..13 are recorded, then lost
+        if step == 27:  # after the step-20 checkpoint: steps 21..27 are recorded, then lost
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -98,6 +99,11 @@ def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
     # A finished run's checkpoint is reused: no training, same model.
     again, _ = _train(tmp_path / "cut", config, corpus=corpus)
     assert torch.equal(again.model.output.weight, resumed.model.output.weight)
+    # Without its memory (keep_memory=false) a finished checkpoint is not enough: training and recording rerun.
+    shutil.rmtree(resumed.memory)
+    rerun, _ = _train(tmp_path / "cut", config, corpus=corpus)
+    assert open_memory(rerun.memory)["output"].table("rows").rows == a["output"].table("rows").rows
+    assert torch.equal(rerun.model.output.weight, resumed.model.output.weight)
 
 
 def test_blocked_scores_equal_the_dense_reference(tmp_path):

@@ -149,6 +149,8 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
     fp = fingerprint(config, corpus, seed)
     model = build_model(config, corpus.vocab_size, seed, device)
     saved = _load(checkpoint, fp)
+    if saved is not None and not (memory / "manifest.json").is_file():
+        saved = None  # the memory is gone (keep_memory=false, or deleted): record again from the start
     if saved is not None and saved["finished"]:
         model.load_state_dict(saved["model"])
         return TrainedLM(model, memory, saved["step"], config.epochs, saved["curves"], saved["seconds"])
