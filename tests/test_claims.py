@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,16 +21,31 @@ def _margin(claim: Claim) -> float:
     return max(abs(claim.threshold) * 0.5, 0.01)
 
 
+def _put(mean: dict, key: str, value: float) -> None:
+    """``mean[key] = value``, or for ``name[i]`` a per-step list whose item i is ``value`` (the others decoys)."""
+    match = re.fullmatch(r"(.+)\[(-?\d+)\]", key)
+    if match is None:
+        mean[key] = value
+        return
+    items = [1e6, 1e6, 1e6]
+    items[int(match.group(2))] = value
+    mean[match.group(1)] = items
+
+
 def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
     """A run directory whose metrics.json (and ood.csv) make ``claim.statistic`` equal ``value``."""
     run_dir.mkdir(parents=True)
     stat = claim.statistic
+    mean: dict = {"unrelated": 123.0}
     if isinstance(stat, Metric):
-        mean = {stat.key: value, "unrelated": 123.0}
+        _put(mean, stat.key, value)
     elif isinstance(stat, Ratio):
-        mean = {stat.numerator: value, **{k: 1.0 + i for i, k in enumerate(stat.denominators)}}
+        _put(mean, stat.numerator, value)
+        for i, key in enumerate(stat.denominators):
+            _put(mean, key, 1.0 + i)
     elif isinstance(stat, Difference):
-        mean = {stat.first: value + 0.25, stat.second: 0.25}
+        _put(mean, stat.first, value + 0.25)
+        _put(mean, stat.second, 0.25)
     elif isinstance(stat, WorstIdentity):
         mean = {f"{stat.prefix} synthetic identity": {"max_rel_error": value * 1e-12, "tolerance": 1e-12},
                 f"{stat.prefix} a second one": {"max_rel_error": 0.0, "tolerance": 1e-12},
@@ -176,3 +192,11 @@ def test_ood_gap_reads_only_the_scale_sweeps(tmp_path):
     run = _write_run(tmp_path / "r", claim, 0.3)
     # the distractor rows (gap 98) are not part of this claim
     assert ood_max_gap(SeedEvidence(({},), (run,))) == pytest.approx(0.3)
+
+
+def test_indexed_metric_reads_one_item_of_a_per_step_list(tmp_path):
+    evidence = SeedEvidence(({"cond": [3.0, 2.0, 1.5], "flat": 2.0},), (tmp_path,))
+    assert evidence.value("cond[-1]") == 1.5 and evidence.value("cond[0]") == 3.0
+    for bad in ("cond[3]", "flat[0]", "missing[0]"):
+        with pytest.raises(LookupError):
+            evidence.value(bad)

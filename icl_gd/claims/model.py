@@ -11,6 +11,7 @@ decide this claim).
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,16 +76,26 @@ class SeedEvidence:
     run_dirs: tuple[Path, ...]
 
     def value(self, key: str, plan: int = 0) -> float:
-        """A scalar metric; a missing or non-numeric one is a MissingEvidence (the claim becomes inconclusive)."""
+        """A scalar metric, or ``key[i]`` for item i of a list-valued one (a per-step metric); a missing or
+        non-numeric one is a MissingEvidence (the claim becomes inconclusive)."""
         metrics = self.metrics[plan]
-        if key not in metrics:
-            raise MissingEvidence(f"metric {key!r} is not in the run's metrics.json")
-        value = metrics[key]
+        indexed = _INDEXED.fullmatch(key)
+        name = indexed.group(1) if indexed else key
+        if name not in metrics:
+            raise MissingEvidence(f"metric {name!r} is not in the run's metrics.json")
+        value = metrics[name]
+        if indexed:
+            if not isinstance(value, list) or not value:
+                raise MissingEvidence(f"metric {name!r} is not a non-empty list ({value!r})")
+            value = value[int(indexed.group(2))] if -len(value) <= int(indexed.group(2)) < len(value) else None
         if isinstance(value, str) and value in ("inf", "-inf"):
             return float(value)
         if value is None or isinstance(value, (bool, list, dict)):
             raise MissingEvidence(f"metric {key!r} is not a finite number ({value!r})")
         return float(value)
+
+
+_INDEXED = re.compile(r"(.+)\[(-?\d+)\]")
 
 
 class MissingEvidence(LookupError):
