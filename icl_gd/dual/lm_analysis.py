@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from ..errors import ConfigError
 from .corpus import Corpus
 from .lstm import OUTPUT, LSTMLanguageModel, layer_modules
 from .queries import _readonly_tensor, _TopK, TopUnits, keys_removed
-from .storage import open_memory
+from .storage import LayerMemory, open_memory
 from .units import PROVENANCE_FIELDS, DualLayer, dual_layer
 from .verification import DualVerification, verify_layer
 
@@ -220,6 +221,8 @@ def removal_drops(model: LSTMLanguageModel, module: torch.nn.Linear, layer: Dual
 
 @dataclass(frozen=True)
 class LayerAnalysis:
+    """One recorded layer: its verification, its scores and the removal drops of every query."""
+
     name: str
     verification: DualVerification
     scores: LMScores
@@ -227,8 +230,10 @@ class LayerAnalysis:
     drop_random: np.ndarray  # (nq,)
 
 
-def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer, queries: LMQueries, config: LMAnalysisConfig,
-                  n_epochs: int, rng: np.random.Generator) -> LayerAnalysis:
+def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer: LayerMemory, queries: LMQueries,
+                  config: LMAnalysisConfig, n_epochs: int, rng: np.random.Generator) -> LayerAnalysis:
+    """Verify layer ``name``, score the queries against its keys, and remove each query's top keys vs random ones
+    (``rng`` draws the random keys)."""
     layer = dual_layer(memory_layer)
     module = layer_modules(model)[name]
     q, r = queries.inputs[name], queries.readouts[name]
@@ -337,7 +342,7 @@ def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[Layer
     return "\n".join(md) + "\n", page
 
 
-def analyse_lm(model: LSTMLanguageModel, memory, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,
+def analyse_lm(model: LSTMLanguageModel, memory: Path, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,
                seed: int) -> tuple[LMQueries, list[LayerAnalysis]]:
     """Queries, then every recorded layer's analysis (recording order: gate layers, then the output layer)."""
     queries = make_queries(model, corpus, config)
