@@ -6,9 +6,11 @@ K layers, H heads, S seeds trained as one model, 4-byte floats, 8-byte float64 r
 
 - training (``batch_size``): per task the prefetched batches and the activations autograd keeps per layer,
   S · B · (T·D·(3 + 6K) + 2·H·K·T²) floats;
-- evaluation (``n_test``): the test tokens and each layer's states when a model is scored, n_test · T·D·(2 + 2K)
-  floats, plus the float64 references;
-- tuning (``n_tune``): the float64 L-BFGS graph of K GD/GD++ steps, n_tune · T·D·(2 + 2K) doubles.
+- evaluation (``n_test``): the test tokens and their float64 copies, 2 · n_test · T·D floats and doubles, plus
+  each layer's states in the sensitivities' graph, 2 · T·D floats for each of min(n_test · K, EVAL_TASK_LAYERS)
+  task-layers (deep models are scored in chunks of tasks, ``icl_gd.metrics``);
+- tuning (``n_tune``): the tuning tasks, 2 · n_tune · T·D doubles, plus the L-BFGS graph of K GD/GD++ steps,
+  2 · T·D doubles for each of min(n_tune · K, TUNE_TASK_STEPS) task-steps (``icl_gd.gd``).
 
 A run is refused only when one of these alone exceeds the free memory, so a run that fits is never refused; what
 the estimate misses still ends, at run time, in a one-line out-of-memory error.
@@ -22,6 +24,8 @@ from typing import Any
 import torch
 
 from .errors import ConfigError
+from .gd import TUNE_TASK_STEPS
+from .metrics import EVAL_TASK_LAYERS
 
 FLOAT, DOUBLE = 4, 8
 
@@ -41,8 +45,9 @@ def estimate_run_memory(config: Any) -> dict[str, int]:
     S = int(evaluation.seeds) if evaluation is not None and getattr(config, "batched_seeds", False) else 1
     out = {"training.batch_size": FLOAT * S * int(training.batch_size) * (T * D * (3 + 6 * K) + 2 * H * K * T * T)}
     if evaluation is not None and hasattr(evaluation, "n_test"):
-        out["evaluation.n_test"] = (FLOAT + DOUBLE) * int(evaluation.n_test) * T * D * (2 + 2 * K)
-        out["evaluation.n_tune"] = DOUBLE * int(evaluation.n_tune) * T * D * (2 + 2 * K)
+        n_test, n_tune = int(evaluation.n_test), int(evaluation.n_tune)
+        out["evaluation.n_test"] = 2 * T * D * ((FLOAT + DOUBLE) * n_test + FLOAT * min(n_test * K, EVAL_TASK_LAYERS))
+        out["evaluation.n_tune"] = 2 * T * D * DOUBLE * (n_tune + min(n_tune * K, TUNE_TASK_STEPS))
     return out
 
 

@@ -27,13 +27,45 @@ def regression_loss(prediction: torch.Tensor, target: torch.Tensor) -> float:
     return float(query_loss(prediction, target))
 
 
+# Tasks x layers per autograd pass of the sensitivities: the graph holds every layer's states for every task, so
+# a deep predictor is scored EVAL_TASK_LAYERS // depth tasks at a time (exact: tasks are independent). Up to 20
+# layers at n_test = 10 000 this is one pass, as it always was.
+EVAL_TASK_LAYERS = 200_000
+
+
+def predictor_depth(predictor: Predictor) -> int:
+    """The layers or steps a predictor applies: an LSA model's ``config.n_layers``, GD's ``etas``, GD++'s
+    ``params``, a wrapper's ``predictor``'s; 1 when it does not say."""
+    n_layers = getattr(getattr(predictor, "config", None), "n_layers", None)
+    if isinstance(n_layers, int):
+        return n_layers
+    etas = getattr(predictor, "etas", None) or getattr(getattr(predictor, "params", None), "etas", None)
+    if etas is not None:
+        return len(etas)
+    inner = getattr(predictor, "predictor", None)
+    return predictor_depth(inner) if inner is not None else 1
+
+
 def predictions_and_sensitivities(
     predictor: Predictor, tokens: torch.Tensor, d_x: int, query_index: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ŷ (B, d_y) and s = ∂ŷ/∂x_q (B, d_x) of the first output, x_q = tokens[:, query_index, :d_x].
 
-    Tasks are independent, so the gradient of Σ_b ŷ_b with respect to every query at once is per-task exact.
+    Tasks are independent, so the gradient of Σ_b ŷ_b with respect to every query at once is per-task exact;
+    a deep predictor goes through in chunks of tasks (``EVAL_TASK_LAYERS``) so its graph stays small.
     """
+    size = max(1, EVAL_TASK_LAYERS // predictor_depth(predictor))
+    if tokens.shape[0] > size:
+        parts = [predictions_and_sensitivities_of(predictor, tokens[a:a + size], d_x, query_index)
+                 for a in range(0, tokens.shape[0], size)]
+        return torch.cat([p for p, _ in parts]), torch.cat([s for _, s in parts])
+    return predictions_and_sensitivities_of(predictor, tokens, d_x, query_index)
+
+
+def predictions_and_sensitivities_of(
+    predictor: Predictor, tokens: torch.Tensor, d_x: int, query_index: int = -1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``predictions_and_sensitivities`` in one autograd pass over all the tasks."""
     with torch.enable_grad():
         tokens = tokens.detach().clone()
         x_q = tokens[:, query_index, :d_x].clone().requires_grad_(True)

@@ -2,11 +2,16 @@
 a run that fits is never refused."""
 
 import pytest
+import torch
 from typer.testing import CliRunner
+
+import icl_gd.gd as gd
+import icl_gd.metrics as metrics
 
 from cli import app
 from icl_gd.errors import ConfigError
 from icl_gd.memory import available_memory, check_memory, estimate_run_memory
+from icl_gd.lsa import LSAConfig, LSAModel
 from icl_gd.study import resolve_study_config
 from studies import get_study
 
@@ -41,8 +46,13 @@ def test_the_estimate_scales_with_what_the_run_holds():
     assert doubled["evaluation.n_test"] == base["evaluation.n_test"]
     deep = estimate_run_memory(_config("multi-layer", "layers=8", "seeds=1"))
     shallow = estimate_run_memory(_config("multi-layer", "layers=2", "seeds=1"))
-    assert deep["evaluation.n_tune"] > 2 * shallow["evaluation.n_tune"]
     assert deep["training.batch_size"] > 2 * shallow["training.batch_size"]
+    # tuning and scoring go through deep models in chunks of tasks: their memory stops growing with depth
+    assert deep["evaluation.n_tune"] > shallow["evaluation.n_tune"]
+    deeper = estimate_run_memory(_config("multi-layer", "layers=20", "seeds=1"))
+    very_deep = estimate_run_memory(_config("multi-layer", "layers=200", "seeds=1"))
+    assert very_deep["evaluation.n_tune"] == deeper["evaluation.n_tune"] < GiB
+    assert very_deep["evaluation.n_test"] == deeper["evaluation.n_test"] < GiB
     batched = estimate_run_memory(_config("multi-layer", "layers=2", "seeds=3"))  # seeds train as one model
     assert batched["training.batch_size"] == 3 * shallow["training.batch_size"]
 
@@ -54,3 +64,47 @@ def test_every_default_config_fits_this_machine(study):
     assert free is not None and free > 0
     check_memory(_config(study), __import__("torch").device("cpu"))  # no ConfigError
     assert max(estimate_run_memory(_config(study)).values(), default=0) < 2 * GiB
+
+
+# ------------------------------------------------------------------ memory that does not grow with depth
+def _tasks(n=96, d=4, N=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, N, d, generator=g, dtype=torch.float64)
+    w = torch.randn(n, 1, d, generator=g, dtype=torch.float64)
+    xq = torch.randn(n, d, generator=g, dtype=torch.float64)
+    return x, x @ w.transpose(1, 2), xq, (w @ xq[..., None])[..., 0]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_tuning_in_chunks_of_tasks_finds_the_same_step_sizes(monkeypatch, shared):
+    tasks = _tasks()
+    whole_gd = gd.tune_gd(*tasks, 3, shared=shared)
+    whole_gdpp = gd.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
+    monkeypatch.setattr(gd, "TUNE_TASK_STEPS", 30)  # 10 tasks per pass of 3 steps: 10 chunks
+    chunked_gd = gd.tune_gd(*tasks, 3, shared=shared)
+    chunked_gdpp = gd.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
+    assert chunked_gd.etas == pytest.approx(whole_gd.etas, rel=1e-7)
+    assert chunked_gdpp.etas == pytest.approx(whole_gdpp.etas, rel=1e-6)
+    assert chunked_gdpp.gammas == pytest.approx(whole_gdpp.gammas, rel=1e-6, abs=1e-12)
+
+
+def test_sensitivities_in_chunks_of_tasks_equal_one_pass(monkeypatch):
+    model = LSAModel(LSAConfig(d_model=5, n_layers=4), seed=3).double()
+    tokens = torch.randn(50, 7, 5, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    whole = metrics.predictions_and_sensitivities(model, tokens, 4)
+    monkeypatch.setattr(metrics, "EVAL_TASK_LAYERS", 24)  # 6 tasks per pass of 4 layers: 9 chunks
+    chunked = metrics.predictions_and_sensitivities(model, tokens, 4)
+    for a, b in zip(whole, chunked):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_predictor_depth_of_models_and_baselines():
+    from icl_gd.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
+    from icl_gd.tokens import ConcatLayout
+
+    layout = ConcatLayout(4, 1)
+    assert metrics.predictor_depth(LSAModel(LSAConfig(d_model=5, n_layers=7))) == 7
+    assert metrics.predictor_depth(InFloat64(LSAModel(LSAConfig(d_model=5, n_layers=3)))) == 3
+    assert metrics.predictor_depth(GDPredictor(layout, [0.1] * 5)) == 5
+    assert metrics.predictor_depth(GDPPPredictor(layout, gd.GDPPParams((0.1,) * 6, (0.0,) * 6))) == 6
+    assert metrics.predictor_depth(ZeroPredictor(layout)) == 1
