@@ -64,10 +64,10 @@ def test_resume_from_a_snapshot_drops_later_chunks(tmp_path, background):
 def test_a_failed_background_write_raises_in_the_caller(tmp_path, monkeypatch):
     writer = _writer(tmp_path / "m", background=True)
 
-    def broken(path, array):
+    def broken(path, parts, dtype, shape):
         raise OSError("disk full")
 
-    monkeypatch.setattr(storage, "_save_npy_atomic", broken)
+    monkeypatch.setattr(storage, "_save_parts_atomic", broken)
     writer.append("layer", "rows", _rows(0, 8))
     with pytest.raises(OSError, match="disk full"):
         writer.flush()

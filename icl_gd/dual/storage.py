@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.lib import format as npy_format
 
 from ..errors import ConfigError, DatasetNotFoundError
 from ..results import atomic_write_text, read_json, to_jsonable
@@ -47,13 +48,21 @@ class Column:
 
 
 def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
-    """``array`` as an ``.npy`` file at ``path``, written (and fsynced) under a temporary name, then renamed.
+    """``array`` as an ``.npy`` file at ``path``, written (and fsynced) under a temporary name, then renamed."""
+    array = np.ascontiguousarray(array)
+    _save_parts_atomic(path, [array], array.dtype, array.shape)
 
-    Written straight to the file: no in-memory copy of the serialised array."""
+
+def _save_parts_atomic(path: Path, parts: Sequence[np.ndarray], dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """The row blocks ``parts`` as one ``.npy`` array of ``shape``, written straight from each block's memory
+    (no concatenated copy), fsynced under a temporary name, then renamed."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+            npy_format.write_array_header_1_0(handle, {"descr": npy_format.dtype_to_descr(np.dtype(dtype)),
+                                                       "fortran_order": False, "shape": tuple(shape)})
+            for part in parts:
+                np.ascontiguousarray(part, dtype=dtype).tofile(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -219,24 +228,24 @@ class MemoryWriter:
             return
         index = self._next_chunk[(layer, table)]
         self._next_chunk[(layer, table)] = index + 1
-        arrays = {}
+        parts = {}
         for column in pending.columns:
-            parts = pending.buffers[column.name]
-            arrays[column.name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+            parts[column] = pending.buffers[column.name]  # the appended blocks, written one after the other
             pending.buffers[column.name] = []
         rows, pending.rows = pending.rows, 0
         if self._executor is None:
-            self._write_chunk(layer, table, index, rows, arrays)
+            self._write_chunk(layer, table, index, rows, parts)
         else:
             self._wait(self.MAX_IN_FLIGHT - 1)
-            self._in_flight.append(self._executor.submit(self._write_chunk, layer, table, index, rows, arrays))
+            self._in_flight.append(self._executor.submit(self._write_chunk, layer, table, index, rows, parts))
 
-    def _write_chunk(self, layer: str, table: str, index: int, rows: int, arrays: dict[str, np.ndarray]) -> None:
+    def _write_chunk(self, layer: str, table: str, index: int, rows: int,
+                     parts: dict[Column, list[np.ndarray]]) -> None:
         files = {}
-        for name, array in arrays.items():
-            file = f"{table}-{index:05d}.{name}.npy"
-            _save_npy_atomic(self.root / layer / file, array)
-            files[name] = file
+        for column, blocks in parts.items():
+            file = f"{table}-{index:05d}.{column.name}.npy"
+            _save_parts_atomic(self.root / layer / file, blocks, np.dtype(column.dtype), column.shape(rows))
+            files[column.name] = file
         with self._lock:
             self._manifest["layers"][layer]["tables"][table]["chunks"].append({"rows": rows, "files": files})
         self._write_manifest()  # the chunk exists only from here on
