@@ -258,6 +258,7 @@ def layer_metrics(a: LayerAnalysis, queries: LMQueries, top_k: int) -> dict[str,
         "verify_weight_rel_error": a.verification.weight_max_rel_error,
         "verify_output_rel_error": a.verification.output_max_rel_error,
         "verify_max_rel_error": a.verification.max_rel_error,
+        "unexplained_share_max": a.verification.max_unexplained_share,  # the dual residual: > 0 under Adam
         "n_keys": float(s.n_keys),
         "effective_keys": float(np.mean(s.effective_keys)),
         "effective_keys_share": float(np.mean(s.effective_keys) / max(s.n_keys, 1)),
