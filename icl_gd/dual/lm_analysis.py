@@ -260,6 +260,7 @@ def layer_metrics(a: LayerAnalysis, queries: LMQueries, top_k: int) -> dict[str,
         "verify_max_rel_error": a.verification.max_rel_error,
         "unexplained_share_max": a.verification.max_unexplained_share,  # the dual residual: > 0 under Adam
         "n_keys": float(s.n_keys),
+        "attention_entropy": float(np.mean(s.entropy)),  # nats, of p_u = |a_u| / Σ|a|
         "effective_keys": float(np.mean(s.effective_keys)),
         "effective_keys_share": float(np.mean(s.effective_keys) / max(s.n_keys, 1)),
         "top_key_next_word_match": float(np.mean(match)),
