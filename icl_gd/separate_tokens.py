@@ -134,15 +134,16 @@ class SeparateLayout:
 @dataclass(frozen=True)
 class StandardPositions:
     """The Transformer's sinusoidal encoding of absolute positions t = 0, 1, ... (the authors'
-    ``create_pos_encoding``): p_t[2i] = sin(t ω_i), p_t[2i+1] = cos(t ω_i), ω_i = 10000^(-2i/size), i = 0..size/2-1."""
+    ``create_pos_encoding``): p_t[2i] = sin(t ω_i), p_t[2i+1] = cos(t ω_i), ω_i = 10000^(-2i/size), for the
+    ``size`` coordinates (an odd size ends with a sine)."""
 
     size: int = 10
 
     def __post_init__(self) -> None:
-        if not isinstance(self.size, int) or self.size <= 0 or self.size % 2:
-            raise ConfigError(f"positional encoding size must be a positive even integer, got {self.size!r}")
+        if not isinstance(self.size, int) or self.size <= 0:
+            raise ConfigError(f"positional encoding size must be a positive integer, got {self.size!r}")
 
-    def omegas(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:  # (size/2,)
+    def omegas(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:  # (ceil(size/2),)
         return torch.exp(torch.arange(0, self.size, 2, dtype=torch.float64) * (-math.log(10000.0) / self.size)
                          ).to(dtype)
 
@@ -150,10 +151,13 @@ class StandardPositions:
                device: torch.device | str = "cpu") -> torch.Tensor:
         """(n_tokens, size) encodings of positions 0..n_tokens-1, pairs (sin, cos) per frequency."""
         angles = torch.arange(n_tokens, dtype=torch.float64)[:, None] * self.omegas()[None]
-        return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2).to(device=device, dtype=dtype)
+        pairs = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+        return pairs[:, : self.size].to(device=device, dtype=dtype)
 
     def shift(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-        """R (size, size) with p_{t+1} = R p_t: a rotation by ω_i in each (sin, cos) pair."""
+        """R (size, size) with p_{t+1} = R p_t: a rotation by ω_i in each (sin, cos) pair (even sizes only)."""
+        if self.size % 2:
+            raise ConfigError(f"positions of odd size {self.size} have no shift matrix: a sine lacks its cosine")
         R = torch.zeros(self.size, self.size, dtype=torch.float64)
         for i, w in enumerate(self.omegas().tolist()):
             c, s = math.cos(w), math.sin(w)

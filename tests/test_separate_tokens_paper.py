@@ -29,8 +29,12 @@ def test_standard_positions_follow_the_transformer_formula_and_shift_by_a_rotati
         assert torch.allclose(pe[:, 2 * i + 1], torch.cos(t * w), atol=1e-14)
     R = StandardPositions(P).shift()
     assert torch.allclose(pe[:-1] @ R.T, pe[1:], atol=1e-13)
+    odd = StandardPositions(7).encode(T, torch.float64)  # the first 7 coordinates of the same interleaving
+    assert odd.shape == (T, 7) and torch.allclose(odd[:, 6], torch.sin(t * 10000.0 ** (-6 / 7)), atol=1e-14)
     with pytest.raises(ConfigError):
-        StandardPositions(7)
+        StandardPositions(7).shift()
+    with pytest.raises(ConfigError):
+        StandardPositions(0)
 
 
 def _paper_batch(d=10, n=10, batch=6):
