@@ -43,6 +43,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def replace_marked_block(path: Path, start: str, end: str, block: str, what: str = "") -> None:
+    """Replace the text of ``path`` from marker ``start`` through marker ``end`` with ``block`` (which carries the
+    markers again), atomically; a file without both markers is a ConfigError naming them."""
+    from .errors import ConfigError
+
+    text = Path(path).read_text()
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ConfigError(f"{what + ' ' if what else ''}{path}: no markers ({start!r} ... {end!r})")
+    atomic_write_text(Path(path), text[:i] + block + text[j + len(end):])
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert dataclasses, paths, tensors, numpy values and non-finite floats to plain JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

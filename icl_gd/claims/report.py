@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..departures import DEPARTURES, Departure
-from ..results import atomic_write_text, write_json
+from ..results import atomic_write_text, replace_marked_block, write_json
 from .model import IRIE, VON_OSWALD, ClaimResult, Verdict
 
 PAPERS = (VON_OSWALD, IRIE)
@@ -207,14 +207,8 @@ def readme_block(results: Sequence[ClaimResult], header: ReportHeader) -> str:
 
 
 def update_readme(readme: Path, block: str) -> None:
-    """Replace the text between the claims-table markers of ``readme`` with ``block`` (atomically)."""
-    from ..errors import ConfigError
-
-    text = Path(readme).read_text()
-    start, end = text.find(README_START), text.find(README_END)
-    if start < 0 or end < start:
-        raise ConfigError(f"--update-readme {readme}: no claims-table markers ({README_START!r} ... {README_END!r})")
-    atomic_write_text(Path(readme), text[:start] + block + text[end + len(README_END):])
+    """Replace the claims-table block of ``readme`` (markers included) with ``block`` (atomically)."""
+    replace_marked_block(readme, README_START, README_END, block, "--update-readme")
 
 
 def write_report(root: Path, results: Sequence[ClaimResult], header: ReportHeader) -> None:
