@@ -100,6 +100,10 @@ def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
         metrics["verify_max_rel_error"] = max(a.verification.max_rel_error for a in layers)
         metrics.update({k: float(np.mean([metrics[f"{a.name}.{k}"] for a in layers])) for k in HEADLINE})
         metrics["prediction_accuracy_queries"] = float(np.mean(queries.pred == queries.target))
+        # Chance level of top_key_next_word_match: a key drawn at random continues with the predicted word as often
+        # as that word follows a training position.
+        next_word_share = np.bincount(corpus.train.ids[1:], minlength=corpus.vocab_size) / (len(corpus.train) - 1)
+        metrics["top_key_next_word_match_chance"] = float(np.mean(next_word_share[queries.pred]))
         if seed == config.seed:
             markdown, page = passages_document(corpus, queries, layers, config.analysis.n_passages,
                                                config.analysis.passage_words)

@@ -189,6 +189,10 @@ def test_study_end_to_end_on_a_written_corpus(tmp_path):
         assert np.isfinite(mean[key]), key
     assert mean["perplexity_test"] < 0.7 * mean["perplexity_unigram"]
     assert mean["verify_max_rel_error"] < 1e-4
+    # chance level of the next-word match: a probability, and on this grammar the keys the model attends to
+    # continue with the predicted word more often than a random training position does
+    assert 0 < mean["top_key_next_word_match_chance"] < 1
+    assert mean["top_key_next_word_match"] > mean["top_key_next_word_match_chance"]
     passages = (out / "passages.md").read_text()
     assert "## Query 1: " in passages and "grammar.txt ¶" in passages and "**gates0, top-3 by attention**" in passages
     assert passages.count("1. [") == 2 * 2 * 2 * 3  # queries × layers × (attention, contribution) × top-3

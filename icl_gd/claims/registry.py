@@ -34,7 +34,7 @@ SOFTMAX_HEADS = RunPlan("softmax-heads", preset="paper", estimate_s=900, quick_p
 DUAL_FORM = RunPlan("dual-form", preset="paper", seeds=5, quick_seeds=2, quick_preset="default",
                     estimate_s=900, quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"),
                     quick_estimate_s=30)
-DUAL_FORM_LM = RunPlan("dual-form-lm", estimate_s=600, quick_overrides=(), quick_estimate_s=600)
+DUAL_FORM_LM = RunPlan("dual-form-lm", estimate_s=150, quick_estimate_s=150)  # the default run is laptop-sized
 
 
 def ood_max_gap(evidence: SeedEvidence) -> float:
