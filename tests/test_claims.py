@@ -118,7 +118,7 @@ def test_a_null_metric_is_inconclusive(tmp_path):
 
 
 def _toy(direction=Direction.BELOW, quick_decisive=True) -> Claim:
-    return Claim("toy", "paper", "§1", "Toy.", (RunPlan("single-layer"),), Metric("x"), "x", 1.0, direction,
+    return Claim("toy", "paper", "§1", "Toy.", (RunPlan("single-layer", quick_overrides=("steps=10",)),), Metric("x"), "x", 1.0, direction,
                  quick_decisive=quick_decisive)
 
 
@@ -141,6 +141,10 @@ def test_quick_budget_never_settles_a_claim_that_needs_the_full_budget():
     verdict, note = decide(_toy(quick_decisive=False), [0.5, 0.5], quick=True)
     assert verdict is Verdict.INCONCLUSIVE and "would be holds" in note
     assert decide(_toy(quick_decisive=True), [0.5, 0.5], quick=True)[0] is Verdict.HOLDS
+    # a plan whose quick budget is its full budget settles the claim under --quick too
+    same = Claim("same", "paper", "§1", "Same.", (RunPlan("dual-form-lm"),), Metric("x"), "x", 1.0, Direction.BELOW,
+                 quick_decisive=False)
+    assert decide(same, [0.5], quick=True)[0] is Verdict.HOLDS
 
 
 def test_claim_without_runs_or_with_infinite_threshold_is_rejected():

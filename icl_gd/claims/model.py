@@ -63,6 +63,11 @@ class RunPlan:
     def run_preset(self, quick: bool) -> str:
         return (self.quick_preset or self.preset) if quick else self.preset
 
+    @property
+    def quick_is_full(self) -> bool:
+        return (self.run_preset(True), self.run_overrides(True), self.seed_count(True)) == \
+            (self.run_preset(False), self.run_overrides(False), self.seed_count(False))
+
     def estimate(self, quick: bool) -> float:
         return self.quick_estimate_s if quick else self.estimate_s
 
@@ -126,6 +131,11 @@ class Claim:
         if not math.isfinite(self.threshold):
             raise ConfigError(f"claim {self.id}: threshold must be finite, got {self.threshold}")
 
+    @property
+    def settled_by_quick(self) -> bool:
+        """Whether a --quick verdict stands: declared so, or every run plan's quick budget is its full one."""
+        return self.quick_decisive or all(plan.quick_is_full for plan in self.runs)
+
     def passes(self, value: float) -> bool:
         return value < self.threshold if self.direction is Direction.BELOW else value > self.threshold
 
@@ -182,7 +192,7 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
         verdict, note = Verdict.INCONCLUSIVE, "the 95% interval over seeds straddles the threshold"
     else:
         verdict, note = Verdict.INCONCLUSIVE, f"seeds disagree ({sum(passing)} of {len(values)} pass)"
-    if quick and not claim.quick_decisive:
+    if quick and not claim.settled_by_quick:
         shown = f"would be {verdict.value} " if verdict is not Verdict.INCONCLUSIVE else ""
         return Verdict.INCONCLUSIVE, f"{shown}on the --quick budget; this claim needs the full budget".strip()
     return verdict, note
