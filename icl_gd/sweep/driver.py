@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RunDirectoryError
 from .backends import run_local, run_ray
 from .plan import RunSpec
 from .progress import SweepProgress
@@ -45,7 +45,10 @@ def run_sweep(specs: Sequence[RunSpec], root: Path, *, backend: str = "local", w
     if len(set(ids)) != len(ids):
         raise ConfigError("the sweep names the same run twice (a grid value or seed repeated?)")
     root = Path(root).resolve()  # workers (and Ray nodes) may start elsewhere
-    (root / "runs").mkdir(parents=True, exist_ok=True)
+    try:
+        (root / "runs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunDirectoryError(f"--out {root} cannot hold the sweep: {exc.strerror or exc}") from None
     records: dict[str, RunRecord] = {}
     display = SweepProgress(len(specs), progress)
 
