@@ -47,6 +47,31 @@ DEPARTURES: tuple[Departure, ...] = (
               "clipping breaks tuned schedules (21.6 at K = 4); a win is claimed only against the best"),
     Departure(_VO, "multi-layer", "K-step GD for separate layers", "one η for every step", "per-step η_k",
               "the stronger baseline"),
+    Departure(_VO, "sine", "model.architecture", "embedding 2→40 (no bias) of whole tokens (x, y), residual MLP "
+              "40→160 GELU→40, LSA width 40, ŷ = −last coordinate (`tokens`)",
+              "MLP features m(x) of x only, y in its own slot (LSA width 41), trained initial read-out (`features`)",
+              "keeping y out of the features gives the kernel m(x)ᵀm(x'), so Prop. 2 applies to the trained model's "
+              "own features"),
+    Departure(_VO, "sine", "task.correlated", "true: a = 0.1 + 0.4u, φ = πu from one u per task",
+              "false: a and φ independent", "a perfectly correlated law is a one-parameter task family"),
+    Departure(_VO, "sine", "init and training", "init 0.002; 20 000 steps, batch 2048, clip 100",
+              "LSA init 0.2; 4000 steps, batch 512, no clip",
+              "init 0.002 stalls at 2.8× the baseline's loss in our architecture; CPU budget"),
+    Departure(_VO, "sine", "baseline", "Prop. 1 layer frozen at η = 0.1, Adam 3e-4 (0.9, 0.999)",
+              "η meta-learned with the MLP, then re-tuned in closed form on held-out tasks",
+              "η = 0.1 is arbitrary; the re-tuned baseline is shown beside it in both presets"),
+    Departure(_VO, "separate-tokens", "model.layout", "x and (0,…,0,y) share 10 data coordinates; sinusoidal "
+              "positions of size 10 concatenated (width 20); ŷ = −last positional coordinate",
+              "[x | y | cyclic positions, period 2N+1] (width 31); ŷ from the y slot",
+              "Prop. 3 is exact in our layout; in theirs no one-head construction is exact (constructions/prop3.py)"),
+    Departure(_VO, "separate-tokens", "heads, logits, init", "1 head, logits / √20, init 0.01 / fan_in",
+              "heads 1, 2, 4, unscaled logits, init 0.001 / fan_in", "shows the copy with more heads (as §4 does)"),
+    Departure(_VO, "separate-tokens", "training", "10 000 steps, batch 2048, lr 1e-3, clip 10",
+              "4000 steps, batch 512, lr 3e-3, no clip", "CPU budget (the paper preset takes ~30 min on 2 cores)"),
+    Departure(_VO, "softmax-heads", "model.scaled_logits", "logits / √(key size)", "unscaled",
+              "the PROTOCOL's layer has no 1/√d; keeps the 0.1 numbers comparable"),
+    Departure(_VO, "softmax-heads", "training", "5000 steps, batch 2048, lr 1e-3, clip 1e-3",
+              "3000 steps, batch 512, lr 3e-3, no clip", "CPU budget"),
 )
 
 
