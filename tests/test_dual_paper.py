@@ -71,7 +71,8 @@ def test_vote_split_by_correct_and_misclassified_queries():
     row = vote_table({"joint": runs})[0]
     assert row["vote_agrees_with_label_correct"] == pytest.approx((0.5 + 0.5) / 2)
     assert row["vote_agrees_with_label_misclassified"] == pytest.approx(1 / 3)  # only the run that has any
-    assert row["vote_agrees_with_label_misclassified_std"] == 0.0
+    assert math.isnan(row["vote_agrees_with_label_misclassified_std"])  # one run: no sample std
+    assert row["vote_agrees_with_label_correct_std"] == 0.0  # two runs, both 0.5
     assert (row["n_correct"], row["n_misclassified"], row["n_runs"]) == (4, 3, 2)
 
 

@@ -215,8 +215,8 @@ def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
 
 def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
     """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting; the
-    authors' split by correct and misclassified queries as mean and std over the runs where the split is not empty
-    (``n_runs``), and the queries in each split summed over runs."""
+    authors' split by correct and misclassified queries as mean and sample std (NaN below two runs) over the runs
+    where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs)."""
     rows = []
     for setting, runs in analyses.items():
         for i, name in enumerate(LAYERS):
@@ -227,7 +227,7 @@ def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
                 values = np.array([s[key] for s in split])
                 values = values[np.isfinite(values)]
                 row[key] = float(values.mean()) if len(values) else float("nan")
-                row[f"{key}_std"] = float(values.std()) if len(values) else float("nan")
+                row[f"{key}_std"] = float(values.std(ddof=1)) if len(values) > 1 else float("nan")  # as metrics.json
             row["n_correct"] = float(sum(s["n_correct"] for s in split))
             row["n_misclassified"] = float(sum(s["n_misclassified"] for s in split))
             row["n_runs"] = len(runs)

@@ -140,7 +140,9 @@ def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[
                "misclassified: vote = label", "misclassified: vote = prediction", "effective keys"]
 
     def pm(r: dict, key: str) -> str:
-        return f"{r[key]:.3f} ± {r[key + '_std']:.3f}" if np.isfinite(r[key]) else "no query"
+        if not np.isfinite(r[key]):
+            return "no query"
+        return f"{r[key]:.3f} ± {r[key + '_std']:.3f}" if np.isfinite(r[key + "_std"]) else f"{r[key]:.3f}"
 
     cells = [[r["setting"], r["layer"], f"{r['vote_agrees_with_prediction']:.3f}", f"{r['vote_agrees_with_label']:.3f}",
               pm(r, "vote_agrees_with_label_correct"), pm(r, "vote_agrees_with_label_misclassified"),
