@@ -159,7 +159,7 @@ def test_vocabulary_counts_training_documents_only_and_maps_the_rest_to_unk():
 
 
 def test_wiki_dump_articles_keep_titles_and_lose_markup(tmp_path):
-    pytest.importorskip("gensim")  # the wiki corpus is an optional extra ('.[data]'); CI installs '.[test]'
+    pytest.importorskip("gensim")  # in the 'test' extra (CI runs this); the wiki corpus itself is in '.[data]'
     import bz2
 
     page = ("<page><title>{title}</title><ns>{ns}</ns><id>1</id>{redirect}<revision><text>{text}</text>"
