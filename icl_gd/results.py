@@ -6,6 +6,7 @@ half-written file under its final name. ``metrics.json`` is written last: its pr
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -14,29 +15,37 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .errors import RunDirectoryError
 
 FINISHED_MARKER = "metrics.json"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename."""
+@contextlib.contextmanager
+def atomic_open(path: Path) -> Iterator[BinaryIO]:
+    """A binary handle on a temporary sibling of ``path``; on a clean exit it is fsynced and renamed to ``path``,
+    on an error removed, so ``path`` is either the old file or the whole new one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename."""
+    with atomic_open(path) as handle:
+        handle.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

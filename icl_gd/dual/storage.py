@@ -15,8 +15,6 @@ never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading n
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,7 +26,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import ConfigError, DatasetNotFoundError
-from ..results import atomic_write_text, read_json, to_jsonable
+from ..results import atomic_open, atomic_write_text, read_json, to_jsonable
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -56,19 +54,11 @@ def _save_npy_atomic(path: Path, array: np.ndarray) -> None:
 def _save_parts_atomic(path: Path, parts: Sequence[np.ndarray], dtype: np.dtype, shape: tuple[int, ...]) -> None:
     """The row blocks ``parts`` as one ``.npy`` array of ``shape``, written straight from each block's memory
     (no concatenated copy), fsynced under a temporary name, then renamed."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            npy_format.write_array_header_1_0(handle, {"descr": npy_format.dtype_to_descr(np.dtype(dtype)),
-                                                       "fortran_order": False, "shape": tuple(shape)})
-            for part in parts:
-                np.ascontiguousarray(part, dtype=dtype).tofile(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as handle:
+        npy_format.write_array_header_1_0(handle, {"descr": npy_format.dtype_to_descr(np.dtype(dtype)),
+                                                   "fortran_order": False, "shape": tuple(shape)})
+        for part in parts:
+            np.ascontiguousarray(part, dtype=dtype).tofile(handle)
 
 
 @dataclass
