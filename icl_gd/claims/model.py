@@ -19,7 +19,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..departures import IRIE, VON_OSWALD
 from ..errors import ConfigError
 
 VERIFY_STUDY = "verify"  # the pseudo-study: every `icl-gd verify` identity, run in-process (seconds)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .model import (IRIE, VERIFY_STUDY, VON_OSWALD, Claim, Direction, MissingEvidence, RunPlan, SeedEvidence,
+from ..departures import IRIE, VON_OSWALD
+from .model import (VERIFY_STUDY, Claim, Direction, MissingEvidence, RunPlan, SeedEvidence,
                     difference, metric, ratio, worst_identity)
 
 # ---------------------------------------------------------------------------------------------------- run plans

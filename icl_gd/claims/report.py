@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..departures import DEPARTURES, Departure
 from ..results import atomic_write_text, replace_marked_block, write_json
-from .model import IRIE, VON_OSWALD, ClaimResult, Verdict
+from ..departures import IRIE, VON_OSWALD
+from .model import ClaimResult, Verdict
 
 PAPERS = (VON_OSWALD, IRIE)
 
@@ -160,7 +161,7 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, root: Path
             f"<td>{esc(r.claim.paper)}, {esc(r.claim.source)}</td><td>{esc(r.claim.statement)}</td>"
             f"<td>{esc(value_text(r))}<br><small><i>{esc(r.claim.measures)}</i></small></td>"
             f"<td>{esc(threshold_text(r))}</td><td><b>{r.verdict.value}</b>{note}</td><td>{runs}</td></tr>")
-    body = [f"<h1>Does icl-gd reproduce the papers?</h1>",
+    body = ["<h1>Does icl-gd reproduce the papers?</h1>",
             f'<p id="summary"><b>{esc(summary_line(results))}.</b>'
             + (" (--quick budget: claims that need the full budget are inconclusive by design.)"
                if header.quick else "") + "</p>",

@@ -95,8 +95,6 @@ def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, 
           ) -> tuple[ClaimResult, ...]:
     """Evaluate every claim from the run directories under ``root/runs`` (a run without metrics.json, or listed in
     ``failures``, makes its claims inconclusive with the reason)."""
-    from ..sweep import RunSpec  # noqa: F401  (seed_specs needs the sweep layer)
-
     failures = failures or {}
     results = []
     for claim in claims:
