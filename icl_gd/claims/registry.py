@@ -19,8 +19,8 @@ from .model import (VERIFY_STUDY, Claim, Direction, MissingEvidence, RunPlan, Se
 # seconds per seed measured with icl-gd 0.3.0 on this project's 2-core machine (one thread per run, two runs at a
 # time, load 2-6 from other work): the --quick and the short full runs in one reproduce call each; sine, separate-
 # tokens and dual-form paper runs from single runs at load 5-10, deep separate from its first 2000 steps at load 3
-# (about 1000 steps a minute, two at a time); sine: 10 000 of 20 000 steps took
-# about 37 min, so the full run is extrapolated).
+# (about 1000 steps a minute, two at a time); sine: the paper preset's two 20 000-step trainings took 23 min at
+# load 1-2).
 VERIFY = RunPlan(VERIFY_STUDY, estimate_s=5, quick_estimate_s=5)
 _QUICK_REGRESSION = ("n_test=2048", "n_tune=4096", "eval_every=500")
 SINGLE_LAYER = RunPlan("single-layer", seeds=3, quick_seeds=1, estimate_s=50,
@@ -31,7 +31,7 @@ RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), s
                       estimate_s=100, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=95)
 SEPARATE_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=false"), seeds=3, quick_seeds=1,
                      estimate_s=3000, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=190)
-SINE = RunPlan("sine", preset="paper", estimate_s=4500, quick_preset="default",
+SINE = RunPlan("sine", preset="paper", estimate_s=1400, quick_preset="default",
                quick_overrides=("steps=1000", "eval_every=500"), quick_estimate_s=110)
 SEPARATE_TOKENS = RunPlan("separate-tokens", preset="paper", estimate_s=1600, quick_preset="default",
                           quick_overrides=("steps=1000", "heads=1", "eval_every=500"), quick_estimate_s=60)
