@@ -15,7 +15,7 @@ from constructions.dual_form import DualCase, layer_inputs, train_recorded, veri
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer, step_coefficients
-from icl_gd.dual.verification import dual_outputs, rebuild_weights, verify_layer
+from icl_gd.dual.verification import dual_outputs, rebuild_and_outputs, rebuild_weights, verify_layer
 from icl_gd.errors import ConfigError, VerificationError
 
 EXACT = 1e-10
@@ -82,6 +82,28 @@ def test_compressed_layer_compact_equals_per_unit_sum(tmp_path):
     np.testing.assert_allclose(W_compact, W_units, rtol=0, atol=1e-13)
     np.testing.assert_allclose(b_compact, b_units, rtol=0, atol=1e-13)
     np.testing.assert_allclose(W_compact, run.modules[0].weight.detach().numpy(), rtol=0, atol=1e-13)
+
+
+def test_one_pass_verification_gives_the_bits_of_the_separate_passes(tmp_path):
+    """verify_layer's single pass over the units must reproduce rebuild_weights and dual_outputs bit for bit
+    (a different product or summation order would move the reported errors), and example_values must add each
+    example's values in row order as np.add.at does. Small blocks: every layer spans several blocks."""
+    run = train_recorded(DualCase(), tmp_path, key_dtype="float16")
+    queries = layer_inputs(run, run.inputs[:5])
+    for name, q in zip(("input", "hidden", "output"), queries):
+        layer = dual_layer(run.memory[name])
+        W, b, out = rebuild_and_outputs(layer, q, block_rows=7)
+        W_ref, b_ref = rebuild_weights(layer, block_rows=7)
+        assert np.array_equal(W, W_ref) and np.array_equal(b, b_ref), name
+        assert np.array_equal(out, dual_outputs(layer, q, block_rows=7)), name
+    layer = dual_layer(run.memory["input"])
+    ids, values, bias_values = layer.example_values(block_rows=7)
+    expected, expected_bias = np.zeros_like(values), np.zeros_like(bias_values)
+    for block in layer.blocks(block_rows=7):
+        pos = np.searchsorted(ids, block.example)
+        np.add.at(expected, pos, block.value)
+        np.add.at(expected_bias, pos, block.bias_value)
+    assert np.array_equal(values, expected) and np.array_equal(bias_values, expected_bias)
 
 
 def test_intermediate_steps_and_unstepped_rows(tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from ..config import require_positive_ints, setting
 from .classifier import ClassificationTask
@@ -23,7 +24,7 @@ from .queries import UnitSelection, keys_removed, layer_queries, removal_delta, 
 from .settings import TrainedSetting
 from .storage import open_memory
 from .training import LAYERS
-from .units import DualLayer, dual_layer
+from .units import DualLayer, UnitBlock, dual_layer
 from .verification import DualVerification, verify_layer
 
 VERIFY_QUERIES = 64  # queries on which each layer's dual outputs are compared with its primal outputs
@@ -98,7 +99,18 @@ class Analysis:
 
 def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
     """Score ``config.n_queries`` test images per trained task against ``trained``'s memory; ``tasks`` are all
-    the run's tasks (they define the example-id space)."""
+    the run's tasks (they define the example-id space).
+
+    numpy's BLAS (the float64 verification) gets as many threads as torch (``--threads``): by default OpenBLAS
+    takes every core, and on a busy machine its threads wait on each other, up to 15x slower per product. The
+    numbers then follow ``--threads`` rather than the machine's core count: OpenBLAS sums a product's terms in
+    the same order for any thread count, except for skinny products (the 10-output layer's rebuild), whose last
+    bits differ between 1 and 2 threads (about 1e-13 relative; no reported error changes at that level)."""
+    with threadpool_limits(torch.get_num_threads(), user_api="blas"):
+        return _analyse(config, trained, tasks)
+
+
+def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
     memory = open_memory(trained.memory)
     layers = [dual_layer(memory[name]) for name in LAYERS]
     queries = Queries.first(trained.tasks, config.n_queries)
@@ -112,8 +124,13 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
     metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
     scoring = {"n_classes": trained.model.output.out_features, "n_tasks": len(tasks), "n_epochs": trained.n_epochs}
     class_attention, epoch_attention, votes = [], [], []
+    figure = np.linspace(0, len(queries.x) - 1, min(config.n_figure_queries, len(queries.x))).astype(int)
+    shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
+    spots = []
     for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
-        s = score_queries(layer, q, r, k=config.top_k, **scoring)
+        spot = SpotlightScores(layer, q[figure])  # scored on the same pass over the units (same float32 blocks)
+        s = score_queries(layer, q, r, k=config.top_k, on_block=spot.add, **scoring)
+        spots.append(spot.spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
         agree_pred, agree_label = vote_agreement(s.attention_by_class, pred, queries.y)
         metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
@@ -125,13 +142,32 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
         epoch_attention.append(np.mean(s.attention_by_task_epoch / s.attention_total[:, None, None], axis=0))
     for key in ("vote_agrees_with_prediction", "vote_agrees_with_label"):
         metrics[key] = float(np.mean([metrics[f"{name}.{key}"] for name in LAYERS]))
-    figure = np.linspace(0, len(queries.x) - 1, min(config.n_figure_queries, len(queries.x))).astype(int)
-    shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
-    spots = [spotlights(layer, q[figure], config, **shape) for layer, q in zip(layers, inputs)]
     removal_rows = removals(trained, layers, xq, pred, queries) if config.removals else []
     metrics.update({f"removal.{row['removed']}.changed_fraction": row["changed_fraction"] for row in removal_rows})
     return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
                     queries.x[figure], spots, removal_rows)
+
+
+class SpotlightScores:
+    """Collects the figure queries' scores |a_u| = |k_u·q| (+1 for the augmented bias key) block by block, from
+    float32 blocks (``DualLayer.blocks(dtype="float32")``): ``add`` can ride on ``score_queries``'s pass over the
+    units (its ``on_block``) instead of reading them once more. Holds (units, nf) scores: a handful of queries."""
+
+    def __init__(self, layer: DualLayer, queries: np.ndarray) -> None:
+        self.layer = layer
+        self.q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)  # (nf, in)
+        self.offset = 1.0 if layer.has_bias else 0.0
+        self.parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
+
+    def add(self, block: UnitBlock) -> None:
+        self.parts["score"].append((torch.from_numpy(block.key) @ self.q.T).add_(self.offset).abs_().numpy())
+        for field in ("task", "label", "step", "example"):
+            self.parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
+
+    def spotlight(self, config: AnalysisConfig, n_tasks: int, n_classes: int, n_examples: int) -> Spotlight:
+        return _spotlight(self.layer, *(np.concatenate(self.parts[f]) for f in ("score", "task", "label", "step",
+                                                                                  "example")),
+                          config=config, n_tasks=n_tasks, n_classes=n_classes, n_examples=n_examples)
 
 
 def spotlights(layer: DualLayer, queries: np.ndarray, config: AnalysisConfig, n_tasks: int, n_classes: int,
@@ -139,15 +175,16 @@ def spotlights(layer: DualLayer, queries: np.ndarray, config: AnalysisConfig, n_
     """The authors' per-query views of one layer for ``queries (nf, in)``: scores |a_u| = |k_u·q| (+1 for the
     augmented bias key) of every unit, then sorted per (task, class), summed per recent step and per example.
     Holds (units, nf) scores in float32: meant for a handful of queries."""
-    q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)
-    offset = 1.0 if layer.has_bias else 0.0
-    parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
+    scores = SpotlightScores(layer, queries)
     for block in layer.blocks(dtype="float32"):
-        parts["score"].append((torch.from_numpy(block.key) @ q.T).add_(offset).abs_().numpy())  # (b, nf)
-        for field in ("task", "label", "step", "example"):
-            parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
-    score, task, label, step, example = (np.concatenate(parts[f]) for f in ("score", "task", "label", "step",
-                                                                             "example"))
+        scores.add(block)
+    return scores.spotlight(config, n_tasks, n_classes, n_examples)
+
+
+def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.ndarray, step: np.ndarray,
+               example: np.ndarray, config: AnalysisConfig, n_tasks: int, n_classes: int,
+               n_examples: int) -> Spotlight:
+    """``spotlights`` from every unit's scores ``(units, nf)`` and provenance ``(units,)``."""
     nf, n = score.shape[1], config.spotlight_keys
     sorted_scores = np.full((nf, n_tasks, n_classes, n), np.nan)
     for t in range(n_tasks):

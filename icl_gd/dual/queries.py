@@ -12,7 +12,7 @@ block and totals are accumulated with one-hot matrix products.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -112,6 +112,7 @@ def score_queries(
     block_rows: int = 32768,
     dtype: torch.dtype = torch.float32,
     matmul_dtype: torch.dtype | None = None,
+    on_block: Callable[[UnitBlock], None] | None = None,
 ) -> QueryScores:
     """Score ``queries (nq, in)`` against every unit of ``layer``; ``readouts (nq, out)`` give the read-out
     direction per query. ``n_examples`` also returns per-example totals ``(nq, N)``. Runs on the CPU in
@@ -119,7 +120,8 @@ def score_queries(
 
     ``matmul_dtype=torch.bfloat16`` computes the k·q products in bfloat16 (about 4x faster on CPUs with
     AVX512-BF16, scores good to about 3 significant digits, so near-ties in the top-k may swap); the default
-    computes them in ``dtype``."""
+    computes them in ``dtype``. ``on_block(block)`` sees every block of units (read-only) as it is scored: another
+    computation over the same units without reading them again."""
     if matmul_dtype not in (None, dtype, torch.bfloat16, torch.float16):
         raise ConfigError(f"matmul_dtype must be None, {dtype}, bfloat16 or float16, got {matmul_dtype}")
     q = torch.as_tensor(np.asarray(queries), dtype=dtype)
@@ -154,6 +156,8 @@ def score_queries(
     contribution_buffer = torch.empty(nq * block_rows, dtype=dtype)
     for block in layer.blocks(block_rows, dtype=np_dtype):
         first, b = int(block.row[0]), len(block.row)
+        if on_block is not None:
+            on_block(block)
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
         key = _readonly_tensor(block.key)

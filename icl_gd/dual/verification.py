@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from ..errors import ConfigError
 from .units import DualLayer
@@ -69,17 +70,65 @@ def rebuild_weights(layer: DualLayer, compact: bool = True, block_rows: int = 32
     return W, b
 
 
+def _checked_queries(layer: DualLayer, queries: np.ndarray) -> np.ndarray:
+    q = np.asarray(queries, dtype=np.float64)
+    if q.ndim != 2 or q.shape[1] != layer.initial_weight.shape[1]:
+        raise ConfigError(f"queries must be (nq, {layer.initial_weight.shape[1]}), got {q.shape}")
+    return q
+
+
+def _initial_outputs(layer: DualLayer, q: np.ndarray) -> np.ndarray:
+    """``(nq, out)``: a_W W_0 q + a_b b_0, the initial weights' part of the dual outputs."""
+    out = layer.initial_scale_w * q @ layer.initial_weight.T.astype(np.float64)
+    if layer.initial_bias is not None:
+        out = out + layer.initial_scale_b * layer.initial_bias
+    return out
+
+
+def rebuild_and_outputs(layer: DualLayer, queries: np.ndarray,
+                        block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """``(W, b, outputs)``: ``rebuild_weights(layer)`` and ``dual_outputs(layer, queries)`` from one pass over the
+    stored units instead of two. The products and sums are the same, in the same order, so the results are the
+    same bits; at paper size reading and converting the units costs as much as the products."""
+    q = _checked_queries(layer, queries)
+    W = layer.initial_scale_w * layer.initial_weight.astype(np.float64)
+    b0 = layer.initial_bias
+    b = None if b0 is None else layer.initial_scale_b * b0.astype(np.float64)
+    out = _initial_outputs(layer, q)
+    compressed = bool(layer.memory.info["compressed"])
+    if compressed:  # as ``DualLayer.example_values``: per-example value sums, added in row order
+        ids, keys = layer.compact_keys()
+        values = torch.zeros(len(ids), int(layer.memory.info["out_features"]), dtype=torch.float64)
+        bias_values = torch.zeros_like(values) if layer.has_bias else None
+    for block in layer.blocks(block_rows):
+        attention = block.key @ q.T  # (b, nq)
+        out += attention.T @ block.value
+        bias_sum = None if block.bias_value is None else block.bias_value.sum(axis=0)
+        if bias_sum is not None:
+            out += bias_sum
+        if compressed:
+            pos = torch.from_numpy(np.searchsorted(ids, block.example))
+            values.index_add_(0, pos, torch.from_numpy(block.value))
+            if bias_values is not None:
+                bias_values.index_add_(0, pos, torch.from_numpy(block.bias_value))
+            continue
+        W += block.value.T @ block.key
+        if b is not None:
+            b += bias_sum
+    if compressed:
+        W = W + values.numpy().T @ keys.astype(np.float64)
+        if b is not None:
+            b = b + bias_values.numpy().sum(axis=0)
+    return W, b, out
+
+
 def dual_outputs(layer: DualLayer, queries: np.ndarray, block_rows: int = 32768) -> np.ndarray:
     """``(nq, out)``: a W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u for ``queries (nq, in)``, in float64.
 
     Blocked over units, so the (units × queries) attention matrix is never held whole.
     """
-    q = np.asarray(queries, dtype=np.float64)
-    if q.ndim != 2 or q.shape[1] != layer.initial_weight.shape[1]:
-        raise ConfigError(f"queries must be (nq, {layer.initial_weight.shape[1]}), got {q.shape}")
-    out = layer.initial_scale_w * q @ layer.initial_weight.T.astype(np.float64)
-    if layer.initial_bias is not None:
-        out = out + layer.initial_scale_b * layer.initial_bias
+    q = _checked_queries(layer, queries)
+    out = _initial_outputs(layer, q)
     for block in layer.blocks(block_rows):
         attention = block.key @ q.T  # (b, nq): k_u · q
         out += attention.T @ block.value
@@ -105,12 +154,12 @@ def verify_layer(
         bias = layer.memory.arrays.get("final_bias")
     weight = np.asarray(weight, dtype=np.float64)
     bias = None if bias is None else np.asarray(bias, dtype=np.float64)
-    W, b = rebuild_weights(layer, block_rows=block_rows)
+    q = _checked_queries(layer, queries)
+    W, b, dual = rebuild_and_outputs(layer, q, block_rows)
     w_abs, w_rel = _errors(np.concatenate([W, b[:, None]], 1) if b is not None else W,
                            np.concatenate([weight, bias[:, None]], 1) if bias is not None else weight)
-    q = np.asarray(queries, dtype=np.float64)
     primal = q @ weight.T + (0.0 if bias is None else bias)
-    o_abs, o_rel = _errors(dual_outputs(layer, q, block_rows), primal)
+    o_abs, o_rel = _errors(dual, primal)
     residual = weight - W
     moved = weight - layer.initial_scale_w * layer.initial_weight
     res2 = (residual**2).sum(axis=1)
