@@ -101,6 +101,11 @@ class SeparateLayout:
         return slice(self.d_x, self.d_x + self.d_y)
 
     @property
+    def data_slot(self) -> slice:
+        """The coordinates a task fills (x and y); the rest are positions, constants of the layout."""
+        return slice(0, self.d_x + self.d_y)
+
+    @property
     def pos_slot(self) -> slice:
         return slice(self.d_x + self.d_y, self.d_model)
 
@@ -211,6 +216,11 @@ class AuthorsSeparateLayout:
     def y_slot(self) -> slice:
         """Where a label token holds y_i: the last data coordinate."""
         return slice(self.d_data - 1, self.d_data)
+
+    @property
+    def data_slot(self) -> slice:
+        """The coordinates a task fills (x or y); the rest are positions."""
+        return slice(0, self.d_data)
 
     @property
     def pos_slot(self) -> slice:
@@ -373,9 +383,10 @@ def copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> CopyAnalysis:
 @dataclass(frozen=True)
 class AuthorsCopyAnalysis:
     """The authors' copy analysis (``analyse_copy``), averaged over output tokens k = 0..2N-2: with g_kj = ‖mean
-    over tasks of ∂(Σ_d out_k[d])/∂e_j‖ (out the layer's output, residual included), ``own`` = g_kk, ``next`` =
-    g_k,k+1, ``other`` = Σ_{j ∉ {k, k+1}} g_kj / (T-2); ``other_with_next`` = Σ_{j ≠ k} g_kj / (T-2), their sum,
-    which counts the neighbour k+1 among the others (their bug, kept to show what it does)."""
+    over tasks of ∂(Σ_d out_k[d])/∂e_j‖ (out the layer's output, residual included; e_j's **data** coordinates
+    only: their positions are added inside the model, so they are no input to differentiate), ``own`` = g_kk,
+    ``next`` = g_k,k+1, ``other`` = Σ_{j ∉ {k, k+1}} g_kj / (T-2); ``other_with_next`` = Σ_{j ≠ k} g_kj / (T-2),
+    their sum, which counts the neighbour k+1 among the others (their bug, kept to show what it does)."""
 
     own: float
     next: float
@@ -383,8 +394,12 @@ class AuthorsCopyAnalysis:
     other_with_next: float
 
 
-def authors_copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> AuthorsCopyAnalysis:
-    """``layer`` maps tokens (B, T, D) to (B, T, D); tokens (B, T, D). One backward pass per output token k."""
+def authors_copy_analysis(layer: nn.Module, tokens: torch.Tensor, data: slice = slice(None)) -> AuthorsCopyAnalysis:
+    """``layer`` maps tokens (B, T, D) to (B, T, D); tokens (B, T, D); ``data`` the coordinates that are the
+    model's inputs (a layout's ``data_slot``; all by default). One backward pass per output token k.
+
+    Theirs averages the gradient over all 10 000 test tasks before its norm: with few tasks the norm of the mean
+    keeps the sampling noise (about 1/√B of a task's norm), which inflates ``other`` most."""
     B, T, D = tokens.shape
     inputs = tokens.detach().clone().requires_grad_(True)
     with torch.enable_grad():
@@ -393,7 +408,7 @@ def authors_copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> AuthorsCopy
         ks = range(T - 2)  # k = 0..2N-2, as theirs: k+1 is then a token of the context
         for k in ks:
             (grad,) = torch.autograd.grad(out[:, k].sum(), inputs, retain_graph=True)  # (B, T, D): per task
-            g = grad.mean(0).norm(dim=-1)  # (T,): ‖mean over tasks of the gradient‖ per input token
+            g = grad[..., data].mean(0).norm(dim=-1)  # (T,): ‖mean over tasks of the gradient‖ per input token
             others = torch.ones(T, dtype=torch.bool, device=tokens.device)
             others[k] = False
             with_next = float(g[others].sum())

@@ -105,7 +105,7 @@ def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
         for seed, model in models.items():
             analysis = copy_analysis(model.copy, copy_tokens)
             first.setdefault(heads, (model, analysis))
-            values = {**head_metrics(run, model, analysis), **authors_copy_metrics(model, copy_tokens)}
+            values = {**head_metrics(run, model, analysis), **authors_copy_metrics(model, run.test.tokens)}
             primary = values if heads == config.model.heads[0] else {}
             run.record(seed, {**common, **primary, **{f"{k}_h{heads}": v for k, v in values.items()}})
             run.add_rows("copy_analysis", copy_rows(layout, analysis), seed=seed, heads=heads)
@@ -126,9 +126,10 @@ def head_metrics(run: RegressionRun, model: SeparateTokenModel, analysis: Any) -
 
 
 def authors_copy_metrics(model: SeparateTokenModel, tokens: torch.Tensor) -> dict[str, float]:
-    """The authors' copy analysis of the first layer (their definition, "others" without k+1; and with it, as
-    their code has it)."""
-    a = authors_copy_analysis(model.copy, tokens)
+    """The authors' copy analysis of the first layer on every test task, as theirs (their definition, "others"
+    without k+1; and with it, as their code has it), differentiating the data coordinates only: the authors add
+    positions inside the model, so they are no input."""
+    a = authors_copy_analysis(model.copy, tokens, model.layout.data_slot)
     return {"copy_authors_own": a.own, "copy_authors_next": a.next, "copy_authors_other": a.other,
             "copy_authors_other_with_next_bug": a.other_with_next}
 

@@ -110,6 +110,16 @@ def test_authors_copy_analysis_keeps_the_next_token_out_of_the_others():
     assert far.other == pytest.approx(math.sqrt(D) / (T - 2)) == far.other_with_next
 
 
+def test_authors_copy_analysis_differentiates_the_data_coordinates_only():
+    """Theirs adds positions inside the model: only the 10 data coordinates are inputs, so the residual alone
+    gives own = √10 (their step-0 value 3.162), not √20."""
+    layout = AuthorsSeparateLayout(d_x=10, n_context=10)
+    tokens = torch.randn(4, layout.n_tokens, layout.d_model, dtype=torch.float64)
+    a = authors_copy_analysis(_ShiftCopy(1), tokens, layout.data_slot)
+    assert layout.data_slot == slice(0, 10)
+    assert a.own == pytest.approx(math.sqrt(10)) and a.next == pytest.approx(math.sqrt(10))
+
+
 def test_paper_preset_resolves_to_the_authors_settings():
     config = resolve_study_config(separate_tokens.STUDY, "paper")
     m, t = config.model, config.train_config()
