@@ -13,10 +13,12 @@ import pytest
 import torch
 
 from icl_gd import datasets
-from icl_gd.dual.analysis import Analysis, AnalysisConfig, split_votes, spotlights, vote_table
+from icl_gd.dual.analysis import (
+    Analysis, AnalysisConfig, SpotlightScores, split_votes, spotlights, vote_table,
+)
 from icl_gd.dual.checkpoints import SettingResult, load_result, save_result
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.queries import dense_scores
+from icl_gd.dual.queries import dense_scores, score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
@@ -50,6 +52,28 @@ def test_spotlights_match_a_dense_recomputation(tmp_path):
     per_example = np.stack([np.bincount(prov["example"], weights=attention[:, i], minlength=60) for i in range(3)])
     chosen = np.take_along_axis(per_example, spot.top_examples, 1)
     np.testing.assert_allclose(chosen, -np.sort(-per_example, 1)[:, :5], rtol=1e-5)
+
+
+def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
+    """analyse collects the figure queries' spotlights on score_queries's pass over the units (on_block): the same
+    float32 units, so the same bits as spotlights' own pass (here even with other block sizes)."""
+    tasks = TaskPairConfig(dataset="digits", train_examples=30).build()
+    train_setting(ClassifierTrainingConfig(hidden=6, epochs=2, batch_size=20), "joint", tasks, seed=0,
+                  memory=tmp_path, device=torch.device("cpu"))
+    layer = dual_layer(open_memory(tmp_path)["hidden"])
+    queries = np.random.default_rng(1).normal(size=(5, 6))
+    config = AnalysisConfig(spotlight_keys=4, recent_steps=2, top_k=5)
+    shape = {"n_tasks": 2, "n_classes": 20, "n_examples": 60}
+    collected = SpotlightScores(layer, queries[[0, 3]])
+    seen = []
+    score_queries(layer, queries, np.ones((5, 6)), k=3, n_classes=20, n_tasks=2, n_epochs=2, block_rows=7,
+                  on_block=lambda block: (seen.append(len(block.row)), collected.add(block)))
+    assert sum(seen) == layer.memory.table("rows").rows and len(seen) > 2
+    fused = collected.spotlight(config, **shape)
+    alone = spotlights(layer, queries[[0, 3]], config, **shape)
+    for a, b in ((fused.sorted_scores, alone.sorted_scores), (fused.step_mass, alone.step_mass),
+                 (fused.top_examples, alone.top_examples), (fused.recent_steps, alone.recent_steps)):
+        np.testing.assert_array_equal(a, b)
 
 
 def _votes(prediction, label, vote) -> Analysis:
