@@ -131,6 +131,23 @@ def test_verdict_rule_interval_straddling_the_threshold_is_inconclusive():
     assert decide(_toy(Direction.ABOVE), [0.64, 0.65, 0.66])[0] is Verdict.FAILS
 
 
+def test_ratio_claims_are_summarised_on_the_log_scale():
+    """A ratio > 2 on every seed but spread over a decade: its linear t-interval reaches below zero, the
+    geometric one stays above 2, so the claim holds."""
+    ratio_claim = Claim("r", "paper", "§1", "Ratio.", (RunPlan("single-layer"),), Ratio("a", ("b",)), "a/b", 2.0,
+                        Direction.ABOVE)
+    values = [20.0, 200.0, 250.0]
+    assert ratio_claim.log_scale and not _toy().log_scale
+    assert decide(ratio_claim, values)[0] is Verdict.HOLDS
+    assert decide(_toy(Direction.ABOVE), values)[0] is Verdict.INCONCLUSIVE  # linear: straddles (lower end < 0)
+    from icl_gd.claims.model import Spread
+    spread = Spread(tuple(values), log=True)
+    assert spread.mean == pytest.approx((20.0 * 200.0 * 250.0) ** (1 / 3))
+    lo, hi = spread.interval
+    assert 2.0 < lo < spread.mean < hi
+    assert Spread((0.0, 1.0), log=True).mean == pytest.approx(0.5)  # a non-positive value: linear scale
+
+
 def test_one_seed_is_decided_by_its_value_and_nan_is_inconclusive():
     assert decide(_toy(), [0.5])[0] is Verdict.HOLDS
     assert decide(_toy(), [1.5])[0] is Verdict.FAILS

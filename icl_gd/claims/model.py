@@ -5,7 +5,8 @@ variant), a per-seed statistic over those runs' ``metrics.json`` and a threshold
 for every claim (``decide``): ``holds`` when every seed is on the passing side and the 95% interval of the mean does
 not cross the threshold, ``fails`` when every seed is on the failing side and the interval does not cross it either,
 ``inconclusive`` otherwise (the seeds disagree, the interval straddles the threshold, or the quick budget cannot
-decide this claim).
+decide this claim). A ratio (``Ratio``) is positive and skewed, so its mean and interval are taken on the log scale
+(geometric mean, interval exp(mean log ± t·sd log / √n)); a t-interval of raw ratios can reach below zero.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
 
@@ -138,20 +139,37 @@ class Claim:
     def passes(self, value: float) -> bool:
         return value < self.threshold if self.direction is Direction.BELOW else value > self.threshold
 
+    @property
+    def log_scale(self) -> bool:
+        """Whether seeds are summarised on the log scale (the statistic says so; plain functions do not)."""
+        return bool(getattr(self.statistic, "log_scale", False))
+
 
 @dataclass(frozen=True)
 class Spread:
-    """Per-seed values of a statistic, their mean, sample std and 95% t-interval of the mean (None for one seed)."""
+    """Per-seed values of a statistic, their mean, sample std and 95% t-interval of the mean (None for one seed).
+
+    With ``log`` (and every value positive) the mean is the geometric mean, ``std`` the sample std of the logs
+    and the interval exp(mean log ± t·sd log / √n); a non-positive value falls back to the linear scale."""
 
     values: tuple[float, ...]
+    log: bool = False
+
+    @property
+    def on_log_scale(self) -> bool:
+        return self.log and all(v > 0 and math.isfinite(v) for v in self.values)
+
+    def _scaled(self) -> list[float]:
+        return [math.log(v) for v in self.values] if self.on_log_scale else list(self.values)
 
     @property
     def mean(self) -> float:
-        return statistics.fmean(self.values)
+        m = statistics.fmean(self._scaled())
+        return math.exp(m) if self.on_log_scale else m
 
     @property
     def std(self) -> float:
-        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+        return statistics.stdev(self._scaled()) if len(self.values) > 1 else 0.0
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -160,8 +178,12 @@ class Spread:
             return None
         from scipy.stats import t
 
+        scaled = self._scaled()
+        centre = statistics.fmean(scaled)
         half = float(t.ppf(0.975, n - 1)) * self.std / math.sqrt(n)
-        return self.mean - half, self.mean + half
+        if self.on_log_scale:
+            return math.exp(centre - half), math.exp(centre + half)
+        return centre - half, centre + half
 
 
 @dataclass(frozen=True)
@@ -177,7 +199,7 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
     """The verdict for per-seed ``values`` of the claim's statistic (see the module docstring)."""
     if not values:
         return Verdict.INCONCLUSIVE, "no value measured"
-    spread = Spread(tuple(values))
+    spread = Spread(tuple(values), log=claim.log_scale)
     if any(math.isnan(v) for v in values):
         return Verdict.INCONCLUSIVE, "a seed measured NaN"
     passing = [claim.passes(v) for v in values]
@@ -205,7 +227,7 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
     except MissingEvidence as exc:
         return ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"cannot measure: {exc}", run_dirs)
     verdict, note = decide(claim, values, quick)
-    return ClaimResult(claim, verdict, Spread(tuple(values)) if values else None, note, run_dirs)
+    return ClaimResult(claim, verdict, Spread(tuple(values), log=claim.log_scale) if values else None, note, run_dirs)
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -227,6 +249,7 @@ class Metric:
 class Ratio:
     """``numerator / min(denominators)``: how small a quantity is against the smallest of its controls."""
 
+    log_scale: ClassVar[bool] = True  # positive and skewed: seeds are summarised geometrically
     numerator: str
     denominators: tuple[str, ...]
     plan: int = 0

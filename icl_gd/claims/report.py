@@ -38,13 +38,18 @@ def format_value(value: float) -> str:
 
 
 def value_text(result: ClaimResult) -> str:
-    """``mean ± std (n seeds, 95% CI [lo, hi])``, or the one value, or ``-`` when nothing was measured."""
+    """``mean ± std (n seeds, 95% CI [lo, hi])`` (geometric ``mean ×/÷ factor`` for log-scale statistics), or the
+    one value, or ``-`` when nothing was measured."""
     spread = result.spread
     if spread is None:
         return "-"
     if len(spread.values) == 1:
         return format_value(spread.values[0])
-    text = f"{format_value(spread.mean)} ± {format_value(spread.std)} ({len(spread.values)} seeds"
+    if spread.on_log_scale:  # geometric mean ×/÷ geometric std
+        text = (f"{format_value(spread.mean)} ×/÷ {format_value(math.exp(spread.std))} "
+                f"({len(spread.values)} seeds, geometric")
+    else:
+        text = f"{format_value(spread.mean)} ± {format_value(spread.std)} ({len(spread.values)} seeds"
     interval = spread.interval
     if interval is not None:
         text += f", 95% CI [{format_value(interval[0])}, {format_value(interval[1])}]"
@@ -94,6 +99,7 @@ def claims_json(results: Sequence[ClaimResult], header: ReportHeader, root: Path
             "threshold": r.claim.threshold, "direction": r.claim.direction.value,
             "values": list(r.spread.values) if r.spread else [],
             "mean": r.spread.mean if r.spread else None, "std": r.spread.std if r.spread else None,
+            "scale": ("log" if r.spread.on_log_scale else "linear") if r.spread else None,
             "interval": list(r.spread.interval) if r.spread and r.spread.interval else None,
             "runs": _run_links(r, root),
         } for r in results],
