@@ -161,11 +161,15 @@ class TunedReadout(nn.Module):
 
 # ---------------------------------------------------------------------------------------------------- whole tokens
 def frozen_gd_baseline(width: int, hidden: int, n_context: int, eta: float, d_in: int = 2, activation: str = "gelu",
-                       seed: int = 0, init_scale: float = 0.002) -> EmbeddedTokenLSAModel:
+                       seed: int = 0, init_scale: float = 0.002, authors_init: bool = False) -> EmbeddedTokenLSAModel:
     """The authors' sine baseline: the whole-token embedding + MLP (trainable) followed by the Prop. 1 layer on its
     width, frozen: the first width-1 coordinates act as features m, the last as the label slot, P = η/N. The layer
-    then takes one GD step of rate η on a linear read-out of m, from the initial prediction -e_q[-1]."""
+    then takes one GD step of rate η on a linear read-out of m, from the initial prediction -e_q[-1].
+    ``authors_init``: the embedding + MLP start as the authors' baseline does (``authors_baseline_init_``), not as
+    the trained model."""
     model = embedded_token_lsa_model(width, hidden, d_in, activation, seed, init_scale)
+    if authors_init:
+        model.embedding.authors_baseline_init_(torch.Generator().manual_seed(seed + 2))
     set_frozen_eta(model, n_context, eta)
     return model
 

@@ -57,7 +57,8 @@ DEPARTURES: tuple[Departure, ...] = (
     Departure(_VO, "sine", "init and training", "init 0.002; 20 000 steps, batch 2048, clip 100",
               "LSA init 0.2; 4000 steps, batch 512, no clip",
               "init 0.002 stalls at 2.8× the baseline's loss in our architecture; CPU budget"),
-    Departure(_VO, "sine", "baseline", "Prop. 1 layer frozen at η = 0.1, Adam 3e-4 (0.9, 0.999)",
+    Departure(_VO, "sine", "baseline", "Prop. 1 layer frozen at η = 0.1, its embedding + MLP initialised by their "
+              "create_weights (W₁ 4.5× the model's std), Adam 3e-4 (0.9, 0.999)",
               "η meta-learned with the MLP, then re-tuned in closed form on held-out tasks",
               "η = 0.1 is arbitrary; the re-tuned baseline is shown beside it in both presets"),
     Departure(_VO, "separate-tokens", "model.layout", "x and (0,…,0,y) share 10 data coordinates; sinusoidal "

@@ -65,6 +65,9 @@ class SineModelConfig:
     init_scale: float = setting(0.002, "tokens: init variance scale / fan_in of the embedding, MLP and LSA layer "
                                        "(the authors')")
     baseline_eta: float = setting(0.1, "tokens: the baseline's frozen Prop. 1 rate η (P = η/N; the authors' 0.1)")
+    baseline_init: Literal["model", "authors"] = setting(
+        "model", "tokens: the baseline's embedding + MLP init: model (as the trained model's) or authors (their "
+                 "baseline's create_weights: plain normals, E and W₁ of variance 0.002/2, W₂ 0.002/40, zero biases)")
     baseline_lr: float | None = setting(None, "learning rate of the baseline's optimiser (none: the training lr)")
     baseline_beta2: float | None = setting(None, "beta2 of the baseline's optimiser (none: the training beta2)")
     layers = 1  # one LSA layer: the depth TrainingConfig resolves for
@@ -74,6 +77,8 @@ class SineModelConfig:
         require_positive("lsa_init_scale", self.lsa_init_scale)
         require_positive("init_scale", self.init_scale)
         require_positive("baseline_eta", self.baseline_eta)
+        if self.baseline_init not in ("model", "authors"):
+            raise ConfigError(f"baseline_init must be 'model' or 'authors', got {self.baseline_init!r}")
         if self.architecture not in ("features", "tokens"):
             raise ConfigError(f"architecture must be 'features' or 'tokens', got {self.architecture!r}")
         if self.baseline_lr is not None:
@@ -144,7 +149,8 @@ def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor,
         m.d_features, m.hidden, 2, m.activation, seed, m.init_scale),
         lambda model, step, seed: run.eval_rows(step, seed, trained_label, model, against={}))
     baselines = run.train_seeds("tokens_gd", lambda seed: frozen_gd_baseline(
-        m.d_features, m.hidden, N, m.baseline_eta, 2, m.activation, seed, m.init_scale),
+        m.d_features, m.hidden, N, m.baseline_eta, 2, m.activation, seed, m.init_scale,
+        authors_init=m.baseline_init == "authors"),
         lambda model, step, seed: run.eval_rows(step, seed, frozen_label, model, against={}),
         training=baseline_training(config))
     for seed in run.seeds:
@@ -238,12 +244,13 @@ def paper_config() -> SineConfig:
     """The authors' set-up (non_linear_regression.ipynb): their correlated law; an embedding 2 -> 40 of whole tokens
     (no bias), a residual MLP 40 -> 160 GELU -> 40, one LSA layer (key size 40), ŷ = minus the last coordinate,
     init variance 0.002 / fan_in everywhere; 20 000 steps of 2048 tasks, AdamW 1e-3 (0.9, 0.98), clip 100; the
-    baseline with the Prop. 1 layer frozen at η = 0.1 trained by Adam 3e-4 (0.9, 0.999), 20 000 steps."""
+    baseline with the Prop. 1 layer frozen at η = 0.1, its embedding + MLP initialised as theirs, trained by Adam
+    3e-4 (0.9, 0.999), 20 000 steps."""
     return SineConfig(
         task=SineTaskConfig(correlated=True),
         model=SineModelConfig(architecture="tokens", d_features=40, hidden=160, activation="gelu",
-                              lsa_init_scale=0.002, init_scale=0.002, baseline_eta=0.1, baseline_lr=3e-4,
-                              baseline_beta2=0.999),
+                              lsa_init_scale=0.002, init_scale=0.002, baseline_eta=0.1, baseline_init="authors",
+                              baseline_lr=3e-4, baseline_beta2=0.999),
         training=TrainingConfig(steps=20_000, batch_size=2048, lr=1e-3, grad_clip=100.0),
         evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=500))
 

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from constructions.prop2 import frozen_gd_baseline, set_frozen_eta, tune_frozen_eta
+from icl_gd.errors import ConfigError
 from icl_gd.feature_models import TokenEmbeddingMLP, embedded_token_lsa_model
 from icl_gd.sine import SineTask
 from icl_gd.study import resolve_study_config
@@ -76,12 +77,29 @@ def test_tuned_eta_is_the_minimiser_of_the_held_out_loss():
     assert best < loss(eta * 1.05) and best < loss(eta * 0.95) and best <= loss(0.1)
 
 
+def test_authors_baseline_init_has_their_scales_not_the_trained_models():
+    """Their baseline's E and W₁ are N(0, 0.002/2), W₂ N(0, 0.002/40), biases 0; the trained model's W₁ is
+    truncated with variance 0.002/40 (std 4.5x smaller): a swapped or missing re-draw fails the std checks."""
+    ours = frozen_gd_baseline(40, 160, 10, 0.1, seed=0)
+    theirs = frozen_gd_baseline(40, 160, 10, 0.1, seed=0, authors_init=True)
+    e = theirs.embedding
+    assert float(e.mlp[0].weight.detach().std()) == pytest.approx(math.sqrt(0.001), rel=0.05)  # 6400 draws: ~1%
+    assert float(e.mlp[2].weight.detach().std()) == pytest.approx(math.sqrt(0.002 / 40), rel=0.05)
+    assert float(e.embed.weight.detach().std()) == pytest.approx(math.sqrt(0.001), rel=0.3)  # 80 draws
+    assert float(ours.embedding.mlp[0].weight.detach().std()) == pytest.approx(math.sqrt(0.002 / 40), rel=0.05)
+    assert not e.mlp[0].bias.any() and not e.mlp[2].bias.any()
+    # the frozen Prop. 1 layer is the same either way
+    assert all(torch.equal(a, b) for a, b in zip(ours.lsa.parameters(), theirs.lsa.parameters()))
+    with pytest.raises(ConfigError, match="baseline_init"):
+        sine.SineModelConfig(baseline_init="zeros")
+
+
 def test_paper_preset_resolves_to_the_authors_settings():
     config = resolve_study_config(sine.STUDY, "paper")
     m, t, b = config.model, config.train_config(), sine.baseline_training(config)
     assert config.task.correlated and config.task.input_range == 10.0 and config.task.n_context == 10
     assert (m.architecture, m.d_features, m.hidden, m.activation) == ("tokens", 40, 160, "gelu")
-    assert (m.init_scale, m.lsa_init_scale, m.baseline_eta) == (0.002, 0.002, 0.1)
+    assert (m.init_scale, m.lsa_init_scale, m.baseline_eta, m.baseline_init) == (0.002, 0.002, 0.1, "authors")
     assert (t.steps, t.batch_size, t.lr, t.beta1, t.beta2, t.grad_clip) == (20_000, 2048, 1e-3, 0.9, 0.98, 100.0)
     assert (b.steps, b.batch_size, b.lr, b.beta1, b.beta2, b.grad_clip) == (20_000, 2048, 3e-4, 0.9, 0.999, 100.0)
     default = resolve_study_config(sine.STUDY)
