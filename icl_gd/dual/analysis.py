@@ -20,7 +20,8 @@ from threadpoolctl import threadpool_limits
 
 from ..config import require_positive_ints, setting
 from .classifier import ClassificationTask
-from .queries import UnitSelection, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement
+from .queries import (UnitSelection, keys_removed, layer_queries, readonly_tensor, removal_delta, score_queries, vote,
+                      vote_agreement)
 from .settings import TrainedSetting
 from .storage import open_memory
 from .training import LAYERS
@@ -160,7 +161,7 @@ class SpotlightScores:
         self.parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
 
     def add(self, block: UnitBlock) -> None:
-        self.parts["score"].append((torch.from_numpy(block.key) @ self.q.T).add_(self.offset).abs_().numpy())
+        self.parts["score"].append((readonly_tensor(block.key) @ self.q.T).add_(self.offset).abs_().numpy())
         for field in ("task", "label", "step", "example"):
             self.parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
 
@@ -255,9 +256,9 @@ def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
     authors' split by correct and misclassified queries as mean and sample std (NaN below two runs) over the runs
     where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs)."""
     rows = []
-    for setting, runs in analyses.items():
+    for setting_name, runs in analyses.items():
         for i, name in enumerate(LAYERS):
-            row = {"setting": setting, "layer": name,
+            row = {"setting": setting_name, "layer": name,
                    **{key: float(np.mean([a.metrics[f"{name}.{key}"] for a in runs])) for key in VOTE_COLUMNS}}
             split = [split_votes(a, i) for a in runs]
             for key in SPLIT_VOTE_COLUMNS:

@@ -27,7 +27,7 @@ from ..config import require_positive_ints, setting
 from ..errors import ConfigError
 from .corpus import Corpus
 from .lstm import OUTPUT, LSTMLanguageModel, layer_modules
-from .queries import _readonly_tensor, _TopK, TopUnits, keys_removed
+from .queries import readonly_tensor, _TopK, TopUnits, keys_removed
 from .storage import LayerMemory, open_memory
 from .units import PROVENANCE_FIELDS, DualLayer, dual_layer
 from .verification import DualVerification, verify_layer
@@ -146,7 +146,7 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
         first, b = int(block.row[0]), len(block.row)
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
-        raw = q @ _readonly_tensor(block.key).T  # (nq, b): k_u·q
+        raw = q @ readonly_tensor(block.key).T  # (nq, b): k_u·q
         contribution = r @ torch.from_numpy(block.value).T  # (nq, b): r·v_u
         if block.bias_value is not None and not shared:
             contribution.mul_(raw).add_(r @ torch.from_numpy(block.bias_value).T)

@@ -85,7 +85,7 @@ class _TopK:
                         **{f: provenance[f][rows] for f in PROVENANCE_FIELDS})
 
 
-def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
+def readonly_tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor sharing memory with a read-only memory map (never written to), without torch's warning."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -160,7 +160,7 @@ def score_queries(
             on_block(block)
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
-        key = _readonly_tensor(block.key)
+        key = readonly_tensor(block.key)
         raw = raw_buffer[: nq * b].view(nq, b)  # (nq, b) x_u · q
         if q_low is None:
             torch.mm(q, key.T, out=raw)
