@@ -41,9 +41,10 @@ SEPARATE_TOKENS = RunPlan("separate-tokens", preset="paper", seeds=3, quick_seed
 SOFTMAX_HEADS = RunPlan("softmax-heads", preset="paper", estimate_s=190, quick_preset="default",
                         quick_overrides=("steps=800", "eval_every=400"), quick_estimate_s=30)
 # key_dtype=float32: the paper preset stores float16 keys, whose rounding (5.8e-4 relative on standardised pixels)
-# would be measured instead of the dual form itself.
+# would be measured instead of the dual form itself. About 27 min a seed (three settings) with icl-gd 0.3.1, two
+# runs at a time at load 3-4.
 DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",), seeds=5, quick_seeds=2,
-                    quick_preset="default", estimate_s=2700, quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"),
+                    quick_preset="default", estimate_s=1620, quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"),
                     quick_estimate_s=65)
 DUAL_FORM_LM = RunPlan("dual-form-lm", estimate_s=60, quick_estimate_s=60)  # the default run is laptop-sized
 
