@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..departures import DEPARTURES, Departure
+from ..departures import DEPARTURES, IRIE, VON_OSWALD, Departure
 from ..results import atomic_write_text, replace_marked_block, write_json
-from ..departures import IRIE, VON_OSWALD
 from .model import ClaimResult, Verdict
 
 PAPERS = (VON_OSWALD, IRIE)
