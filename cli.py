@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from icl_gd.errors import ConfigError, ICLGDError, RunDirectoryError
+from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
 
 app = typer.Typer(
     add_completion=False,
@@ -42,7 +42,7 @@ def _show_notices() -> None:
     """Print the library's notices (``ICLGDNotice``) as one line each, other warnings as Python shows them."""
     import warnings
 
-    from icl_gd.errors import ICLGDNotice
+    from icl_gd.core.errors import ICLGDNotice
 
     shown = warnings.showwarning
     if getattr(shown, "icl_gd_notices", False):  # already installed (several app() calls in one process)
@@ -79,10 +79,11 @@ def run(
     ),
 ) -> None:
     """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
-    from icl_gd.runner import execute_run, is_out_of_memory, out_of_memory_message
+    from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
+    from icl_gd.studies import REGISTRY
 
     try:
-        mean = execute_run(study, out, preset, set_, steps=steps, seeds=seeds, device=device, threads=threads,
+        mean = execute_run(REGISTRY, study, out, preset, set_, steps=steps, seeds=seeds, device=device, threads=threads,
                            progress=progress, force=force)
     except ICLGDError as exc:
         _fail(exc)
@@ -115,9 +116,9 @@ def sweep(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the sweep's progress bar and log."),
 ) -> None:
     """Run a grid of configs times seeds, each an ordinary run directory; exit 1 if any run failed."""
-    from icl_gd.sweep import parse_grid, plan_sweep, run_sweep, write_sweep_results
-    from icl_gd.study import resolve_study_config
-    from studies import get_study
+    from icl_gd.platform.sweep import parse_grid, plan_sweep, run_sweep, write_sweep_results
+    from icl_gd.core.study import resolve_study_config
+    from icl_gd.studies import REGISTRY, get_study
 
     try:
         keys = parse_grid(grid)
@@ -125,7 +126,7 @@ def sweep(
         spec = get_study(study)
         for run_spec in specs:  # every config is checked before any run starts
             resolve_study_config(spec, run_spec.preset, run_spec.overrides)
-        records = run_sweep(specs, out, backend=backend, workers=workers, address=address, device=device,
+        records = run_sweep(specs, out, registry=REGISTRY, backend=backend, workers=workers, address=address, device=device,
                             progress=progress)
         write_sweep_results(out, records, list(keys))
     except ICLGDError as exc:
@@ -149,10 +150,10 @@ def show_config(
     set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), shown resolved."),
 ) -> None:
     """Print every config key of a study: its value (the preset's, or as --set makes it) and what it means."""
-    from icl_gd.config import describe
-    from icl_gd.results import to_jsonable
-    from icl_gd.study import resolve_study_config
-    from studies import get_study
+    from icl_gd.core.config import describe
+    from icl_gd.core.results import to_jsonable
+    from icl_gd.core.study import resolve_study_config
+    from icl_gd.studies import get_study
 
     try:
         spec = get_study(study)
@@ -184,7 +185,7 @@ def _show(value) -> str:
 @app.command()
 def studies() -> None:
     """List the studies."""
-    from studies import get_study, study_names
+    from icl_gd.studies import get_study, study_names
 
     for name in study_names():
         spec = get_study(name)
@@ -195,7 +196,7 @@ def studies() -> None:
 @app.command()
 def verify() -> None:
     """Check every construction identity in float64; exit 1 if any error exceeds its tolerance."""
-    from constructions.verify import all_checks
+    from icl_gd.constructions.verify import all_checks
 
     failed = 0
     try:
@@ -232,10 +233,12 @@ def reproduce(
                                                  "between the claims-table markers of this README."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
-    from icl_gd.claims.command import run_reproduce
+    from icl_gd.constructions.verify import all_checks
+    from icl_gd.platform.claims.command import run_reproduce
+    from icl_gd.studies import REGISTRY
 
     try:
-        code = run_reproduce(out=out, quick=quick, only=only, backend=backend, workers=workers, address=address,
+        code = run_reproduce(registry=REGISTRY, checks=all_checks, out=out, quick=quick, only=only, backend=backend, workers=workers, address=address,
                              device=device, progress=progress, plan_only=plan_only, list_claims=list_claims,
                              echo=typer.echo, update_readme_path=update_readme)
     except ICLGDError as exc:

@@ -25,16 +25,16 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.feature_models import MetaLearnedReadout, feature_lsa_model  # noqa: E402
-from icl_gd.lsa import LSAModel  # noqa: E402
-from icl_gd.metrics import query_loss  # noqa: E402
-from icl_gd.separate_tokens import SeparateTokenModel, copy_analysis  # noqa: E402
-from icl_gd.sine import SineTokenTask  # noqa: E402
-from icl_gd.tasks import Stream  # noqa: E402
-from icl_gd.tokens import ConcatTokenTask  # noqa: E402
-from studies.separate_tokens import SeparateTokensConfig  # noqa: E402
-from studies.sine import SineConfig  # noqa: E402
-from studies.softmax_heads import SoftmaxHeadsConfig  # noqa: E402
+from icl_gd.regression.feature_models import MetaLearnedReadout, feature_lsa_model  # noqa: E402
+from icl_gd.regression.lsa import LSAModel  # noqa: E402
+from icl_gd.regression.metrics import query_loss  # noqa: E402
+from icl_gd.regression.separate_tokens import SeparateTokenModel, copy_analysis  # noqa: E402
+from icl_gd.regression.sine import SineTokenTask  # noqa: E402
+from icl_gd.regression.tasks import Stream  # noqa: E402
+from icl_gd.regression.tokens import ConcatTokenTask  # noqa: E402
+from icl_gd.studies.separate_tokens import SeparateTokensConfig  # noqa: E402
+from icl_gd.studies.sine import SineConfig  # noqa: E402
+from icl_gd.studies.softmax_heads import SoftmaxHeadsConfig  # noqa: E402
 
 
 def step_ms(model: torch.nn.Module, task, batch_size: int, steps: int) -> float:

@@ -35,7 +35,7 @@ def child(args: argparse.Namespace) -> None:
 
     import icl_gd.dual.analysis as analysis_module
     from icl_gd.dual.settings import train_setting
-    from studies.dual_form import paper_config
+    from icl_gd.studies.dual_form import paper_config
 
     torch.set_num_threads(args.threads)
     seconds = dict.fromkeys(PHASES, 0.0)

@@ -33,10 +33,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.lsa import LSAConfig, LSAModel  # noqa: E402
-from icl_gd.tasks import LinearRegressionTask  # noqa: E402
-from icl_gd.tokens import ConcatTokenTask  # noqa: E402
-from icl_gd.training import authors_train_config, train  # noqa: E402
+from icl_gd.regression.lsa import LSAConfig, LSAModel  # noqa: E402
+from icl_gd.regression.tasks import LinearRegressionTask  # noqa: E402
+from icl_gd.regression.tokens import ConcatTokenTask  # noqa: E402
+from icl_gd.regression.training import authors_train_config, train  # noqa: E402
 
 
 def throughput(n_seeds: int, n_steps: int, compile: bool, layers: int = 2,

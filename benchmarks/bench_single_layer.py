@@ -22,10 +22,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.lsa import LSAConfig, LSAModel  # noqa: E402
-from icl_gd.tasks import LinearRegressionTask  # noqa: E402
-from icl_gd.tokens import ConcatTokenTask  # noqa: E402
-from icl_gd.training import TrainConfig, train  # noqa: E402
+from icl_gd.regression.lsa import LSAConfig, LSAModel  # noqa: E402
+from icl_gd.regression.tasks import LinearRegressionTask  # noqa: E402
+from icl_gd.regression.tokens import ConcatTokenTask  # noqa: E402
+from icl_gd.regression.training import TrainConfig, train  # noqa: E402
 
 
 def time_training_steps(n_steps: int, batch_size: int = 2048, repeats: int = 9) -> list[float]:

@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.runner import execute_run  # noqa: E402
-from icl_gd.sweep import plan_sweep, run_sweep  # noqa: E402
+from icl_gd.platform.runner import execute_run  # noqa: E402
+from icl_gd.platform.sweep import plan_sweep, run_sweep  # noqa: E402
+from icl_gd.studies import REGISTRY  # noqa: E402
 
 
 def main() -> None:
@@ -43,22 +44,22 @@ def main() -> None:
     result: dict[str, object] = {"runs": args.runs, "steps": args.steps, "workers": args.workers,
                                  "cores": os.cpu_count(), "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as tmp:
-        execute_run("single-layer", Path(tmp) / "warm", overrides=["steps=2", "n_test=64", "n_tune=64", "n_ood=16"],
+        execute_run(REGISTRY, "single-layer", Path(tmp) / "warm", overrides=["steps=2", "n_test=64", "n_tune=64", "n_ood=16"],
                     threads=1, progress=False)  # imports and lazy initialisation, untimed
         start = time.perf_counter()
         for spec in specs:
-            execute_run(spec.study, Path(tmp) / "sequential" / spec.run_id(), spec.preset, spec.overrides,
+            execute_run(REGISTRY, spec.study, Path(tmp) / "sequential" / spec.run_id(), spec.preset, spec.overrides,
                         threads=1, progress=False)
         sequential = time.perf_counter() - start
         start = time.perf_counter()
-        records = run_sweep(specs, Path(tmp) / "local", workers=args.workers, progress=False)
+        records = run_sweep(specs, Path(tmp) / "local", registry=REGISTRY, workers=args.workers, progress=False)
         local = time.perf_counter() - start
         assert all(r.status == "done" for r in records), [r.error for r in records]
         result.update(sequential_s=round(sequential, 1), local_s=round(local, 1),
                       local_over_sequential=round(local / sequential, 3))
         if not args.no_ray:
             start = time.perf_counter()
-            records = run_sweep(specs, Path(tmp) / "ray", backend="ray", workers=args.workers, progress=False)
+            records = run_sweep(specs, Path(tmp) / "ray", registry=REGISTRY, backend="ray", workers=args.workers, progress=False)
             ray = time.perf_counter() - start
             assert all(r.status == "done" for r in records), [r.error for r in records]
             result.update(ray_s=round(ray, 1), ray_extra_s_per_run=round((ray - local) / args.runs, 2))

@@ -18,14 +18,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints
 from icl_gd.dual.recorder import DualRecorder
 from icl_gd.dual.storage import LayerMemory, open_memory
 from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
 from icl_gd.dual.units import dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 
-from .verify import CheckResult, IdentityCheck, merge
+from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge
 
 TOLERANCE = 1e-10
 

@@ -23,7 +23,7 @@ from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 
-from .verify import CheckResult, IdentityCheck, merge
+from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge
 
 TOLERANCE = 1e-10
 TINY = LMTrainingConfig(embed=5, hidden=6, layers=2, bptt=7, batch_size=4, epochs=2, lr=0.5, momentum=0.9,

@@ -5,8 +5,8 @@ QK = [[I, 0], [0, 0]] and PV = [[-γ I, 0], [(η/N) W0, -(η/N) I]], so every to
 
     (x_j - γ Σ_i x_i x_iᵀ x_j,  y_j - ΔW x_j),   ΔW = (η/N) Σ_i (y_i - W0 x_i) x_iᵀ,
 
-one GD++ step of ``icl_gd.gd`` (context y slots hold the residuals, the query's slot -ŷ): the Prop. 1 layer
-(``constructions.prop1``) whose x blocks of W_V and P are filled in. With γ = 0 the products are Proposition 1's,
+one GD++ step of ``icl_gd.regression.gd`` (context y slots hold the residuals, the query's slot -ŷ): the Prop. 1 layer
+(``icl_gd.constructions.prop1``) whose x blocks of W_V and P are filled in. With γ = 0 the products are Proposition 1's,
 so the layer is a GD step. K layers, tied or separate, are K GD++ steps.
 """
 
@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 import torch
 
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predictions_per_step, gdpp_params_from_weights, gdpp_predictions_per_step, gdpp_step
-from icl_gd.lsa import LSAModel, LSAWeights
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gd_predictions_per_step, gdpp_params_from_weights, gdpp_predictions_per_step, gdpp_step
+from icl_gd.regression.lsa import LSAModel, LSAWeights
 
-from .prop1 import (check_batch, gd_model, gd_step_weights, predictions_per_layer, random_shapes, stacked_model,
+from icl_gd.constructions.prop1 import (check_batch, gd_model, gd_step_weights, predictions_per_layer, random_shapes, stacked_model,
                     states_per_layer)
-from .verify import CheckResult, IdentityCheck, compare, merge
+from icl_gd.constructions.verify import CheckResult, IdentityCheck, compare, merge
 
 
 def gdpp_step_weights(

@@ -12,13 +12,13 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predictions_per_step, gd_weights_per_step
-from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
-from icl_gd.tasks import LinearRegressionTask, RegressionBatch, Stream, UniformInputs
-from icl_gd.tokens import ConcatLayout
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gd_predictions_per_step, gd_weights_per_step
+from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights
+from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream, UniformInputs
+from icl_gd.regression.tokens import ConcatLayout
 
-from .verify import CheckResult, IdentityCheck, compare, merge
+from icl_gd.constructions.verify import CheckResult, IdentityCheck, compare, merge
 
 
 def gd_step_weights(

@@ -20,14 +20,14 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from icl_gd.errors import ConfigError
-from icl_gd.feature_models import (EmbeddedTokenLSAModel, FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout,
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.feature_models import (EmbeddedTokenLSAModel, FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout,
                                    MLPFeatureMap, embedded_token_lsa_model)
-from icl_gd.gd import gd_predict, optimal_one_step_eta
-from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
+from icl_gd.regression.gd import gd_predict, optimal_one_step_eta
+from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights
 
-from .prop1 import gd_step_weights
-from .verify import CheckResult, IdentityCheck, compare, merge
+from icl_gd.constructions.prop1 import gd_step_weights
+from icl_gd.constructions.verify import CheckResult, IdentityCheck, compare, merge
 
 Kernel = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

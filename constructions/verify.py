@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import torch
 
 CHECK_MODULES: tuple[str, ...] = (
-    "constructions.dual_form",
-    "constructions.dual_lm",
-    "constructions.prop1",
-    "constructions.prop2",
-    "constructions.prop3",
-    "constructions.gdpp",
+    "icl_gd.constructions.dual_form",
+    "icl_gd.constructions.dual_lm",
+    "icl_gd.constructions.prop1",
+    "icl_gd.constructions.prop2",
+    "icl_gd.constructions.prop3",
+    "icl_gd.constructions.gdpp",
 )
 
 

@@ -26,7 +26,7 @@ import shutil
 import time
 from dataclasses import dataclass
 
-from icl_gd.config import require_non_negative, require_positive_ints, setting
+from icl_gd.core.config import require_non_negative, require_positive_ints, setting
 from icl_gd.dual.analysis import (
     Analysis, AnalysisConfig, analyse, headline, verification_table, vote_table,
 )
@@ -34,9 +34,9 @@ from icl_gd.dual.checkpoints import SettingResult, load_result, save_result
 from icl_gd.dual.classifier import TaskPair, TaskPairConfig
 from icl_gd.dual.figures import setting_figures, summary_figures
 from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
-from icl_gd.results import write_csv, write_json, write_metrics
-from icl_gd.study import RunContext, Study
-from icl_gd.training import config_fingerprint
+from icl_gd.core.results import write_csv, write_json, write_metrics
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.training import config_fingerprint
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from icl_gd.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
 from icl_gd.dual.corpus import load_raw, require_length, tokenise
 from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics, passages_document
 from icl_gd.dual.lm_figures import lm_figures
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
-from icl_gd.errors import ConfigError
-from icl_gd.results import atomic_write_text, write_csv, write_json, write_metrics
-from icl_gd.study import RunContext, Study
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.results import atomic_write_text, write_csv, write_json, write_metrics
+from icl_gd.core.study import RunContext, Study
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
 HEADLINE = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")

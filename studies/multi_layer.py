@@ -11,7 +11,7 @@ transforms, each trained layer's read-off transform and each trained layer's act
 ``conditioning.csv``). An honest "trained beats GD++": GD++ is also scored under the trained model's activation
 clipping and re-tuned from the schedule read off each trained model; ``trained_beats_gdpp_best`` is 1 only if the
 trained model beats the best of those on the test tasks. ``--set block=transformer`` trains attention + LayerNorm
-+ MLP blocks (``icl_gd.transformer``) instead of LSA layers, on the same tasks, against the same GD and GD++.
++ MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same tasks, against the same GD and GD++.
 """
 
 from __future__ import annotations
@@ -23,23 +23,24 @@ from typing import Any
 import torch
 from torch import nn
 
-from constructions.gdpp import gdpp_model
-from icl_gd.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
-from icl_gd.conditioning import condition_per_step, gdpp_transformed_inputs
-from icl_gd.config import require_positive_ints, setting
-from icl_gd.errors import ConfigError
-from icl_gd.evaluation import Scored, alignment_metrics
-from icl_gd.gd import GDPPParams, gdpp_params_from_weights, tune_gd, tune_gdpp
-from icl_gd.iteration import UPDATES, iterated_predictions
-from icl_gd.lsa import LSAModel
-from icl_gd.metrics import regression_loss
-from icl_gd.phases import phased
-from icl_gd.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
+from icl_gd.constructions.gdpp import gdpp_model
+from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
+from icl_gd.regression.conditioning import condition_per_step, gdpp_transformed_inputs
+from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import Scored, alignment_metrics
+from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights, tune_gd, tune_gdpp
+from icl_gd.regression.iteration import UPDATES, iterated_predictions
+from icl_gd.regression.lsa import LSAModel
+from icl_gd.regression.metrics import regression_loss
+from icl_gd.core.phases import phased
+from icl_gd.core.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
                              loss_curves_figure, ood_figure, per_layer_loss_figure, reference_cosines_figure)
-from icl_gd.results import write_json
-from icl_gd.study import EvaluationConfig, RegressionConfig, RegressionRun, RunContext, Study, parts, relative_gap
-from icl_gd.tokens import ConcatTokenTask
-from icl_gd.transformer import BlockStackConfig
+from icl_gd.core.results import write_json
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, parts, relative_gap
+from icl_gd.regression.tokens import ConcatTokenTask
+from icl_gd.regression.transformer import BlockStackConfig
 
 
 @dataclass(frozen=True)

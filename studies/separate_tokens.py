@@ -22,18 +22,20 @@ from typing import Any, Literal
 
 import torch
 
-from constructions.prop3 import prop3_model, score_gap
-from icl_gd.baselines import GDPredictor, ZeroPredictor
-from icl_gd.config import require_positive, require_positive_ints, setting
-from icl_gd.errors import ConfigError
-from icl_gd.evaluation import alignment_metrics
-from icl_gd.gd import tune_gd
-from icl_gd.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
-from icl_gd.separate_tokens import (AuthorsSeparateTokenTask, SeparateModelConfig, SeparateTokenModel,
+from icl_gd.constructions.prop3 import prop3_model, score_gap
+from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
+from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import alignment_metrics
+from icl_gd.regression.gd import tune_gd
+from icl_gd.core.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
+from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateModelConfig, SeparateTokenModel,
                                     SeparateTokenTask, SinusoidalPositions, StandardPositions, authors_copy_analysis,
                                     copy_analysis)
-from icl_gd.study import (EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study,
-                          TrainingConfig, relative_gap)
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.study import (
+    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, relative_gap,
+)
 
 COPY_COLUMNS = ("own", "next", "other", "other_per_token", "own_with_residual")
 

@@ -21,19 +21,21 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from constructions.prop2 import (TunedReadout, frozen_gd_baseline, prop2_on_features, psd_part, set_frozen_eta,
+from icl_gd.constructions.prop2 import (TunedReadout, frozen_gd_baseline, prop2_on_features, psd_part, set_frozen_eta,
                                  trained_readout_kernel, tune_frozen_eta, tuned_readout_eta)
-from icl_gd.baselines import ZeroPredictor
-from icl_gd.config import require_positive, require_positive_ints, setting
-from icl_gd.errors import ConfigError
-from icl_gd.evaluation import alignment_metrics
-from icl_gd.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
+from icl_gd.regression.baselines import ZeroPredictor
+from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import alignment_metrics
+from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
-from icl_gd.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
-from icl_gd.sine import SineTask, SineTokenTask
-from icl_gd.study import (EvaluationConfig, QuickRegressionConfig, RegressionRun, RunContext, Study, TrainingConfig,
-                          parts, relative_gap)
-from icl_gd.tasks import Stream
+from icl_gd.core.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
+from icl_gd.regression.sine import SineTask, SineTokenTask
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.study import (
+    EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
+)
+from icl_gd.regression.tasks import Stream
 
 
 @dataclass(frozen=True)

@@ -16,20 +16,21 @@ from typing import Any
 
 import torch
 
-from constructions.prop1 import gd_step_weights
-from icl_gd.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
-from icl_gd.config import require_positive_ints, setting
-from icl_gd.errors import ConfigError
-from icl_gd.evaluation import Scored, alignment_metrics
-from icl_gd.gd import gd_predictions_per_step, gdpp_params_from_weights, tune_gd
-from icl_gd.interpolation import gauge_fixed_products, interpolate_models
-from icl_gd.iteration import UPDATES, iterated_predictions
-from icl_gd.lsa import LSAModel
-from icl_gd.metrics import regression_loss
-from icl_gd.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
+from icl_gd.constructions.prop1 import gd_step_weights
+from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
+from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import Scored, alignment_metrics
+from icl_gd.regression.gd import gd_predictions_per_step, gdpp_params_from_weights, tune_gd
+from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
+from icl_gd.regression.iteration import UPDATES, iterated_predictions
+from icl_gd.regression.lsa import LSAModel
+from icl_gd.regression.metrics import regression_loss
+from icl_gd.core.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
                              ood_figure, weight_products_figure)
-from icl_gd.study import RegressionConfig, RegressionRun, RunContext, Study, relative_gap
-from icl_gd.tokens import ConcatTokenTask
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.study import RegressionConfig, RegressionRun, relative_gap
+from icl_gd.regression.tokens import ConcatTokenTask
 
 CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these factors: what alignment must tell apart
 

@@ -11,15 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from icl_gd.baselines import GDPredictor, ZeroPredictor
-from icl_gd.config import setting
-from icl_gd.evaluation import alignment_metrics
-from icl_gd.gd import tune_gd
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.plotting import heads_figure, loss_curves_figure
-from icl_gd.study import (EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, RunContext, Study,
-                          TrainingConfig, parts, relative_gap)
-from icl_gd.tokens import ConcatTokenTask
+from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
+from icl_gd.core.config import setting
+from icl_gd.regression.evaluation import alignment_metrics
+from icl_gd.regression.gd import tune_gd
+from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.core.plotting import heads_figure, loss_curves_figure
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.study import (
+    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
+)
+from icl_gd.regression.tokens import ConcatTokenTask
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.claims import CLAIMS, Claim, Direction, SeedEvidence, Verdict, decide, evaluate_claim
-from icl_gd.claims.model import Difference, Metric, Ratio, RunPlan, WorstIdentity
-from icl_gd.claims.registry import ood_max_gap
-from icl_gd.claims.report import ReportHeader, render_html, render_markdown, write_report
-from icl_gd.errors import ConfigError
+from icl_gd.platform.claims import CLAIMS, Claim, Direction, SeedEvidence, Verdict, decide, evaluate_claim
+from icl_gd.platform.claims.model import Difference, Metric, Ratio, RunPlan, WorstIdentity
+from icl_gd.platform.claims.registry import ood_max_gap
+from icl_gd.platform.claims.report import ReportHeader, render_html, render_markdown, write_report
+from icl_gd.core.errors import ConfigError
 
 
 def _margin(claim: Claim) -> float:
@@ -140,7 +140,7 @@ def test_ratio_claims_are_summarised_on_the_log_scale():
     assert ratio_claim.log_scale and not _toy().log_scale
     assert decide(ratio_claim, values)[0] is Verdict.HOLDS
     assert decide(_toy(Direction.ABOVE), values)[0] is Verdict.INCONCLUSIVE  # linear: straddles (lower end < 0)
-    from icl_gd.claims.model import Spread
+    from icl_gd.platform.claims.model import Spread
     spread = Spread(tuple(values), log=True)
     assert spread.mean == pytest.approx((20.0 * 200.0 * 250.0) ** (1 / 3))
     lo, hi = spread.interval

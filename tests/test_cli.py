@@ -6,7 +6,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from icl_gd.cli import app
 
 runner = CliRunner()
 TINY = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set", "n_ood=50",
@@ -134,7 +134,7 @@ def test_damaged_checkpoint_is_a_one_line_notice_not_a_traceback(tiny_run, tmp_p
 
 
 def test_out_of_memory_is_a_one_line_error_exit_1(tmp_path, monkeypatch):
-    import studies.single_layer as single_layer
+    import icl_gd.studies.single_layer as single_layer
 
     def allocate(*args, **kwargs):  # what torch's CPU allocator raises when a tensor does not fit
         raise RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: "
@@ -155,7 +155,7 @@ def test_divergence_is_a_runtime_error_exit_1(tmp_path):
 
 
 def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monkeypatch):
-    import icl_gd.study as study
+    import icl_gd.regression.study as study
 
     original = study.scored_rows
     calls = {"n": 0}

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from icl_gd.conditioning import (condition_numbers, condition_per_step, context_gram, equalising_gamma,
+from icl_gd.regression.conditioning import (condition_numbers, condition_per_step, context_gram, equalising_gamma,
                                  gdpp_transformed_inputs, summarise, transformed_eigenvalue)
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gdpp_step
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gdpp_step
 
 
 def _inputs_with_spectrum(eigenvalues, n=6, seed=0):

@@ -4,9 +4,9 @@ from typing import Literal
 
 import pytest
 
-from icl_gd.config import apply_overrides, config_keys, parse_value, set_values
-from icl_gd.errors import ConfigError, RunDirectoryError
-from icl_gd.results import atomic_write_text, prepare_run_dir, read_json, write_csv, write_json, write_metrics
+from icl_gd.core.config import apply_overrides, config_keys, parse_value, set_values
+from icl_gd.core.errors import ConfigError, RunDirectoryError
+from icl_gd.core.results import atomic_write_text, prepare_run_dir, read_json, write_csv, write_json, write_metrics
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,13 +5,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.prop1 import (authors_demo_check, check_k_steps, check_one_step, gd_model, gd_step_weights,
+from icl_gd.constructions.prop1 import (authors_demo_check, check_k_steps, check_one_step, gd_model, gd_step_weights,
                                  tokens_with_initial_prediction)
-from constructions.verify import all_checks
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predict
-from icl_gd.tasks import LinearRegressionTask
-from icl_gd.tokens import ConcatTokenTask
+from icl_gd.constructions.verify import all_checks
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gd_predict
+from icl_gd.regression.tasks import LinearRegressionTask
+from icl_gd.regression.tokens import ConcatTokenTask
 
 
 @settings(max_examples=40, deadline=None)

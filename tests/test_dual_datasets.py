@@ -9,8 +9,8 @@ import struct
 import numpy as np
 import pytest
 
-from icl_gd import datasets
-from icl_gd.errors import ConfigError, DatasetNotFoundError
+from icl_gd.dual import datasets
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 
 def _idx(array: np.ndarray) -> bytes:

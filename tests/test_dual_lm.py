@@ -12,8 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cli import app
-from constructions.dual_lm import TINY, random_corpus, verify_trained
+from icl_gd.cli import app
+from icl_gd.constructions.dual_lm import TINY, random_corpus, verify_trained
 from icl_gd.dual.lm_analysis import (
     LMAnalysisConfig, gather_units, make_queries, removal_drops, score_lm,
 )

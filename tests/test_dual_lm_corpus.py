@@ -13,7 +13,7 @@ from icl_gd.dual.corpus import (
     EOS, UNK, Document, RawCorpus, build_vocab, per_document_limit, load_dictd, load_path, load_raw, require_length, resolve_corpus,
     split_documents, tokenise, words_of,
 )
-from icl_gd.errors import ConfigError, DatasetNotFoundError
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 
 def _dictd_number(value: int) -> str:

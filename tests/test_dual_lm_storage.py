@@ -7,7 +7,7 @@ import pytest
 
 from icl_gd.dual import storage
 from icl_gd.dual.storage import Column, MemoryWriter, open_memory
-from icl_gd.errors import ConfigError
+from icl_gd.core.errors import ConfigError
 
 COLUMNS = [Column("key", "float32", 3), Column("step", "int64")]
 

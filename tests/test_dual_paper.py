@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from icl_gd import datasets
+from icl_gd.dual import datasets
 from icl_gd.dual.analysis import (
     Analysis, AnalysisConfig, SpotlightScores, split_votes, spotlights, vote_table,
 )
@@ -22,8 +22,8 @@ from icl_gd.dual.queries import dense_scores, score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
-from icl_gd.study import RunContext, resolve_study_config
-from studies import dual_form, get_study
+from icl_gd.core.study import RunContext, resolve_study_config
+from icl_gd.studies import dual_form, get_study
 
 
 def test_spotlights_match_a_dense_recomputation(tmp_path):

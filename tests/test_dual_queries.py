@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from constructions.dual_form import DualCase, train_recorded
+from icl_gd.constructions.dual_form import DualCase, train_recorded
 from icl_gd.dual.queries import (
     UnitSelection, dense_scores, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement,
 )
 from icl_gd.dual.units import dual_layer
-from icl_gd.errors import ConfigError
+from icl_gd.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

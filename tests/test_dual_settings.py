@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from icl_gd.datasets import ImageDataset
+from icl_gd.dual.datasets import ImageDataset
 from icl_gd.dual import classifier
 from icl_gd.dual.analysis import Analysis, AnalysisConfig, Queries, analyse, headline, verification_table, vote_table
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.settings import ClassifierTrainingConfig, phases, tasks_in, train_setting, training_set
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.verification import DualVerification
-from icl_gd.errors import ConfigError
+from icl_gd.core.errors import ConfigError
 
 TASKS = TaskPairConfig(dataset="digits", train_examples=50).build()
 TINY = ClassifierTrainingConfig(hidden=8, epochs=2, steps=None, batch_size=25)

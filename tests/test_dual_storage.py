@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from icl_gd import results
+from icl_gd.core import results
 from icl_gd.dual.storage import Column, MemoryWriter, open_memory
-from icl_gd.errors import ConfigError, DatasetNotFoundError
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 COLUMNS = [Column("key", "float16", 5), Column("error", "float32", 3), Column("example", "int64")]
 

@@ -9,12 +9,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.config import apply_overrides, describe
-from icl_gd.errors import ConfigError
-from icl_gd.study import RunContext
-from studies import get_study
-from studies.dual_form import DualFormConfig
+from icl_gd.cli import app
+from icl_gd.core.config import apply_overrides, describe
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.study import RunContext
+from icl_gd.studies import get_study
+from icl_gd.studies.dual_form import DualFormConfig
 
 TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
         "train_examples=128"]

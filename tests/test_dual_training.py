@@ -10,7 +10,7 @@ from torch import nn
 from icl_gd.dual.recorder import DualRecorder
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
-from icl_gd.errors import DivergenceError
+from icl_gd.core.errors import DivergenceError
 
 N, D, C = 20, 4, 3
 

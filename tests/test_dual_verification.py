@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from constructions.dual_form import DualCase, layer_inputs, train_recorded, verify_run
+from icl_gd.constructions.dual_form import DualCase, layer_inputs, train_recorded, verify_run
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer, step_coefficients
 from icl_gd.dual.verification import dual_outputs, rebuild_and_outputs, rebuild_weights, verify_layer
-from icl_gd.errors import ConfigError, VerificationError
+from icl_gd.core.errors import ConfigError, VerificationError
 
 EXACT = 1e-10
 
@@ -244,7 +244,7 @@ def test_recorder_does_not_change_training(tmp_path):
         if record:
             return train_recorded(case, tmp_path / "rec").model
         g = torch.Generator().manual_seed(case.seed)
-        from constructions.dual_form import small_mlp
+        from icl_gd.constructions.dual_form import small_mlp
         x = torch.randn(case.n_examples, case.d_in, generator=g, dtype=case.dtype)
         y = torch.randint(0, case.n_classes, (case.n_examples,), generator=g)
         model = small_mlp(case, g)

@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch import nn
 
-from icl_gd.ensemble import SeedEnsemble, clip_grad_norm_per_member
-from icl_gd.errors import ConfigError
-from icl_gd.lsa import LSAConfig, LSAModel
+from icl_gd.regression.ensemble import SeedEnsemble, clip_grad_norm_per_member
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.lsa import LSAConfig, LSAModel
 
 SEEDS = [0, 3, 7]
 

@@ -5,15 +5,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.gdpp import (IDENTITY_CHECKS, check_gamma_zero_is_gd, check_k_steps, check_one_step,
+from icl_gd.constructions.gdpp import (IDENTITY_CHECKS, check_gamma_zero_is_gd, check_k_steps, check_one_step,
                                 gdpp_model, gdpp_step_weights)
-from constructions.verify import all_checks
-from icl_gd.baselines import GDPPPredictor, GDPredictor
-from icl_gd.errors import ConfigError
-from icl_gd.gd import (GDPPParams, gd_predictions_per_step, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
+from icl_gd.constructions.verify import all_checks
+from icl_gd.regression.baselines import GDPPPredictor, GDPredictor
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import (GDPPParams, gd_predictions_per_step, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
                        gdpp_predictions_per_step, tune_gd, tune_gdpp)
-from icl_gd.tasks import LinearRegressionTask, Stream
-from icl_gd.tokens import ConcatLayout
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
+from icl_gd.regression.tokens import ConcatLayout
 
 
 @settings(max_examples=30, deadline=None)
@@ -104,7 +104,7 @@ def _two_gdpp_steps_by_hand(x, y, x_query, etas, gammas, W0):
 def test_predictor_is_gdpp_written_out_and_reads_any_layout():
     """GDPPPredictor's per-step predictions against GD++ written with einsum, from W0, on concatenated tokens;
     on separate tokens it agrees with itself on the concatenated ones (the layout only changes the read-back)."""
-    from icl_gd.separate_tokens import SeparateLayout
+    from icl_gd.regression.separate_tokens import SeparateLayout
 
     task = LinearRegressionTask(d=5, n_context=7, d_y=2)
     data = task.sample(16, seed=3, dtype=torch.float64)

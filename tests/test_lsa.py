@@ -3,8 +3,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icl_gd.errors import ConfigError
-from icl_gd.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights
 
 
 def _tokens(B=6, T=8, D=5, seed=0, dtype=torch.float64):

@@ -1,16 +1,16 @@
 import pytest
 import torch
 
-from constructions.prop1 import gd_model, gd_step_weights
-from icl_gd.baselines import GDPredictor
-from icl_gd.errors import ConfigError
-from icl_gd.evaluation import EvalSet, score, scored_rows
-from icl_gd.gd import gdpp_params_from_weights
-from icl_gd.interpolation import gauge_fixed_products, interpolate_models, interpolate_weights
-from icl_gd.lsa import LSAConfig, LSAModel, LSAWeights
-from icl_gd.metrics import alignment, predictions_and_sensitivities, regression_loss
-from icl_gd.tasks import LinearRegressionTask
-from icl_gd.tokens import ConcatLayout, ConcatTokenTask
+from icl_gd.constructions.prop1 import gd_model, gd_step_weights
+from icl_gd.regression.baselines import GDPredictor
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import EvalSet, score, scored_rows
+from icl_gd.regression.gd import gdpp_params_from_weights
+from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models, interpolate_weights
+from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights
+from icl_gd.regression.metrics import alignment, predictions_and_sensitivities, regression_loss
+from icl_gd.regression.tasks import LinearRegressionTask
+from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask
 
 
 def _test_set(n=512):

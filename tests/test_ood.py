@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from constructions.prop1 import gd_model
-from icl_gd.baselines import GDPredictor, ZeroPredictor
-from icl_gd.errors import ConfigError
-from icl_gd.ood import MixedNormalisedInputs, default_sweeps, evaluate_sweeps
-from icl_gd.tasks import make_generator
-from icl_gd.tasks import LinearRegressionTask, NormalisedInputs, UniformInputs
-from icl_gd.tokens import ConcatLayout
+from icl_gd.constructions.prop1 import gd_model
+from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.ood import MixedNormalisedInputs, default_sweeps, evaluate_sweeps
+from icl_gd.regression.tasks import make_generator
+from icl_gd.regression.tasks import LinearRegressionTask, NormalisedInputs, UniformInputs
+from icl_gd.regression.tokens import ConcatLayout
 
 
 def test_sweeps_shift_the_task_as_named():

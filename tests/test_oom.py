@@ -5,15 +5,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-import icl_gd.gd as gd
-import icl_gd.metrics as metrics
+import icl_gd.regression.gd as gd
+import icl_gd.regression.metrics as metrics
 
-from cli import app
-from icl_gd.errors import ConfigError
-from icl_gd.memory import available_memory, check_memory, estimate_run_memory
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.study import resolve_study_config
-from studies import get_study
+from icl_gd.cli import app
+from icl_gd.core.errors import ConfigError
+from icl_gd.platform.memory import available_memory, check_memory, estimate_run_memory
+from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.core.study import resolve_study_config
+from icl_gd.studies import get_study
 
 GiB = 2**30
 
@@ -99,8 +99,8 @@ def test_sensitivities_in_chunks_of_tasks_equal_one_pass(monkeypatch):
 
 
 def test_predictor_depth_of_models_and_baselines():
-    from icl_gd.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
-    from icl_gd.tokens import ConcatLayout
+    from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
+    from icl_gd.regression.tokens import ConcatLayout
 
     layout = ConcatLayout(4, 1)
     assert metrics.predictor_depth(LSAModel(LSAConfig(d_model=5, n_layers=7))) == 7

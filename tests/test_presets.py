@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.config import setting
-from icl_gd.errors import ConfigError
-from icl_gd.study import Study, resolve_study_config
+from icl_gd.cli import app
+from icl_gd.core.config import setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.study import Study, resolve_study_config
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,11 @@ def test_cli_config_names_the_preset(tmp_path):
 def test_readme_departures_table_is_rendered_from_the_list():
     from pathlib import Path
 
-    from icl_gd.departures import DEPARTURES, README_END, README_START, departures_table_markdown
-    from studies import get_study, study_names
+    from icl_gd.platform.departures import DEPARTURES, README_END, README_START, departures_table_markdown
+    from icl_gd.studies import get_study, study_names
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = text[text.index(README_START):text.index(README_END) + len(README_END)]
-    assert block == departures_table_markdown(), "run: python -m icl_gd.departures README.md"
+    assert block == departures_table_markdown(), "run: python -m icl_gd.platform.departures README.md"
     for departure in DEPARTURES:  # each row names a study that really has the paper preset it departs from
         assert departure.study in study_names() and "paper" in get_study(departure.study).preset_names()

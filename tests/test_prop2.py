@@ -5,14 +5,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.prop2 import (TunedReadout, check_feature_gd, feature_gd_model, feature_kernel,
+from icl_gd.constructions.prop2 import (TunedReadout, check_feature_gd, feature_gd_model, feature_kernel,
                                  kernel_regression_prediction, optimal_kernel_eta, prop2_on_features, psd_part,
                                  random_mlp, trained_readout_kernel, tuned_readout_eta)
-from constructions.verify import all_checks
-from icl_gd.errors import ConfigError
-from icl_gd.feature_models import FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
-from icl_gd.gd import optimal_one_step_eta
-from icl_gd.metrics import regression_loss
+from icl_gd.constructions.verify import all_checks
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.feature_models import FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
+from icl_gd.regression.gd import optimal_one_step_eta
+from icl_gd.regression.metrics import regression_loss
 
 
 @settings(max_examples=25, deadline=None)

@@ -5,13 +5,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from constructions.prop3 import (check_copied_tokens, check_copy_then_gd, copy_layer_weights, copy_leak_bound,
+from icl_gd.constructions.prop3 import (check_copied_tokens, check_copy_then_gd, copy_layer_weights, copy_leak_bound,
                                  prop3_model, score_gap)
-from constructions.verify import all_checks
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predict
-from icl_gd.separate_tokens import SeparateLayout, SinusoidalPositions
-from icl_gd.tasks import LinearRegressionTask, Stream
+from icl_gd.constructions.verify import all_checks
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gd_predict
+from icl_gd.regression.separate_tokens import SeparateLayout, SinusoidalPositions
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
 
 
 @settings(max_examples=25, deadline=None)
@@ -76,7 +76,7 @@ def test_prop3_registered_in_verify():
 
 # ---------------------------------------------------------------------------------------------------- authors' layout
 def test_authors_layout_construction_is_one_gd_step_in_float64_on_random_shapes():
-    from constructions.prop3 import check_authors_layout
+    from icl_gd.constructions.prop3 import check_authors_layout
 
     gen = torch.Generator().manual_seed(31)
     for trial in range(6):
@@ -88,15 +88,15 @@ def test_authors_layout_construction_is_one_gd_step_in_float64_on_random_shapes(
 
 
 def test_authors_layout_construction_in_float32():
-    from constructions.prop3 import check_authors_layout
+    from icl_gd.constructions.prop3 import check_authors_layout
 
     result = check_authors_layout(10, 10, 10, 64, 0.6, beta=150.0, seed=3, dtype=torch.float32, tolerance=1e-5)
     assert result.passed, result
 
 
 def test_authors_copy_layer_fills_input_tokens_and_zeroes_the_query_read_out():
-    from constructions.prop3 import authors_prop3_model
-    from icl_gd.separate_tokens import AuthorsSeparateLayout
+    from icl_gd.constructions.prop3 import authors_prop3_model
+    from icl_gd.regression.separate_tokens import AuthorsSeparateLayout
 
     task = LinearRegressionTask(d=4, n_context=6)
     data = task.sample(8, seed=1, stream=Stream.TEST, dtype=torch.float64)
@@ -113,8 +113,8 @@ def test_authors_copy_layer_fills_input_tokens_and_zeroes_the_query_read_out():
 
 
 def test_authors_shared_label_slot_has_no_exact_construction_and_low_beta_is_not_exact():
-    from constructions.prop3 import authors_prop3_model, check_authors_layout
-    from icl_gd.separate_tokens import AuthorsSeparateLayout
+    from icl_gd.constructions.prop3 import authors_prop3_model, check_authors_layout
+    from icl_gd.regression.separate_tokens import AuthorsSeparateLayout
 
     with pytest.raises(ConfigError, match="own_label_slot"):
         authors_prop3_model(AuthorsSeparateLayout(10, 10), 1.0, beta=150.0)

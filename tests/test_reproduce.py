@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.claims.reproduce import judge, plan_runs, select_claims, seed_specs
-from icl_gd.claims.model import Verdict
+from icl_gd.cli import app
+from icl_gd.constructions.verify import all_checks
+from icl_gd.platform.claims.reproduce import judge, plan_runs, select_claims, seed_specs
+from icl_gd.platform.claims.model import Verdict
 
 FAST = "vo-prop1-exact,irie-dual-exact,vo-gdpp-exact"
 
@@ -126,10 +127,10 @@ def _report_with_figure(tmp_path: Path) -> Path:
         ax.plot([0, 1], [1, 0])
         fig.savefig(run / "figures" / "loss_curves.png")
         plt.close(fig)
-    from icl_gd.claims.reproduce import run_verify
-    from icl_gd.claims.report import ReportHeader, write_report
+    from icl_gd.platform.claims.reproduce import run_verify
+    from icl_gd.platform.claims.report import ReportHeader, write_report
 
-    run_verify(tmp_path)
+    run_verify(tmp_path, all_checks)
     write_report(tmp_path, judge(claims, tmp_path, quick=False),
                  ReportHeader("icl-gd reproduce --out X", "test", "today", quick=False, wall_s=1.0))
     return tmp_path / "report.html"
@@ -170,7 +171,7 @@ def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_p
 
 
 def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
-    from icl_gd.claims.report import README_END, README_START
+    from icl_gd.platform.claims.report import README_END, README_START
 
     out, _ = fast_report
     readme = tmp_path / "README.md"
@@ -191,8 +192,8 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
 
 
 def test_readme_claims_table_is_a_generated_block_whose_summary_matches_its_rows():
-    from icl_gd.claims.registry import claim_ids
-    from icl_gd.claims.report import README_END, README_START
+    from icl_gd.platform.claims.registry import claim_ids
+    from icl_gd.platform.claims.report import README_END, README_START
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = text[text.index(README_START):text.index(README_END)]

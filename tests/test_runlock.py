@@ -10,13 +10,13 @@ import warnings
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.errors import ICLGDNotice, RunDirectoryError
-from icl_gd.runlock import LOCK_NAME, RunLock
+from icl_gd.cli import app
+from icl_gd.core.errors import ICLGDNotice, RunDirectoryError
+from icl_gd.core.runlock import LOCK_NAME, RunLock
 
 HOLDER = """
 import sys, time
-from icl_gd.runlock import RunLock
+from icl_gd.core.runlock import RunLock
 lock = RunLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(120)

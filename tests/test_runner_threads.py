@@ -1,10 +1,10 @@
-"""``--threads`` limits numpy's BLAS as well as torch (``icl_gd.runner.set_threads``)."""
+"""``--threads`` limits numpy's BLAS as well as torch (``icl_gd.platform.runner.set_threads``)."""
 import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from icl_gd.errors import ConfigError
-from icl_gd.runner import set_threads
+from icl_gd.core.errors import ConfigError
+from icl_gd.platform.runner import set_threads
 
 
 def _blas_threads() -> dict[str, int]:

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from constructions.prop3 import prop3_model
-from icl_gd.baselines import GDPredictor
-from icl_gd.errors import ConfigError
-from icl_gd.separate_tokens import (SeparateLayout, SeparateModelConfig, SeparateTokenModel, SeparateTokenTask,
+from icl_gd.constructions.prop3 import prop3_model
+from icl_gd.regression.baselines import GDPredictor
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.separate_tokens import (SeparateLayout, SeparateModelConfig, SeparateTokenModel, SeparateTokenTask,
                                     SinusoidalPositions, copy_analysis)
-from icl_gd.tasks import LinearRegressionTask
-from icl_gd.tokens import ConcatLayout
+from icl_gd.regression.tasks import LinearRegressionTask
+from icl_gd.regression.tokens import ConcatLayout
 
 
 def _data(d=4, n=5, batch=3, dtype=torch.float64):

@@ -9,14 +9,14 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.errors import ConfigError
-from icl_gd.lsa import LSAConfig, LSALayer
-from icl_gd.separate_tokens import (AuthorsSeparateLayout, SeparateModelConfig, SeparateTokenModel, StandardPositions,
+from icl_gd.cli import app
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.lsa import LSAConfig, LSALayer
+from icl_gd.regression.separate_tokens import (AuthorsSeparateLayout, SeparateModelConfig, SeparateTokenModel, StandardPositions,
                                     authors_copy_analysis)
-from icl_gd.study import resolve_study_config
-from icl_gd.tasks import LinearRegressionTask, Stream
-from studies import separate_tokens
+from icl_gd.core.study import resolve_study_config
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
+from icl_gd.studies import separate_tokens
 
 
 def test_standard_positions_follow_the_transformer_formula_and_shift_by_a_rotation():

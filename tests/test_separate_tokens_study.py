@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from icl_gd.cli import app
 
 TINY = ["--steps", "4", "--set", "batch_size=32", "--set", "eval_every=2", "--set", "n_test=64",
         "--set", "n_tune=64", "--set", "n_copy=4", "--set", "d=3", "--set", "n_context=4", "--set", "heads=1,2",

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from icl_gd.errors import ConfigError
-from icl_gd.sine import SineTask, SineTokenTask
-from icl_gd.tasks import Stream
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.sine import SineTask, SineTokenTask
+from icl_gd.regression.tasks import Stream
 
 
 def test_batches_are_functions_of_seed_step_stream():

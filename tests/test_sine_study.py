@@ -8,9 +8,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.sine import SineTask
-from icl_gd.tasks import Stream
+from icl_gd.cli import app
+from icl_gd.regression.sine import SineTask
+from icl_gd.regression.tasks import Stream
 
 STEPS = 40
 ARGS = ["--steps", str(STEPS), "--set", "batch_size=64", "--set", "eval_every=20", "--set", "n_test=128",

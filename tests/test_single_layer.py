@@ -5,17 +5,17 @@ import csv
 import pytest
 import torch
 
-from constructions.gdpp import gdpp_step_weights
-from constructions.prop1 import gd_step_weights, stacked_model
-from icl_gd.config import apply_overrides
-from icl_gd.errors import ConfigError
-from icl_gd.gd import gd_predictions_per_step, gdpp_predictions_per_step
-from icl_gd.iteration import iterated_predictions
-from icl_gd.results import read_json
-from icl_gd.tasks import LinearRegressionTask, Stream
-from icl_gd.tokens import ConcatLayout
-from studies import RunContext, get_study
-from studies.single_layer import SingleLayerConfig
+from icl_gd.constructions.gdpp import gdpp_step_weights
+from icl_gd.constructions.prop1 import gd_step_weights, stacked_model
+from icl_gd.core.config import apply_overrides
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import gd_predictions_per_step, gdpp_predictions_per_step
+from icl_gd.regression.iteration import iterated_predictions
+from icl_gd.core.results import read_json
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
+from icl_gd.regression.tokens import ConcatLayout
+from icl_gd.studies import RunContext, get_study
+from icl_gd.studies.single_layer import SingleLayerConfig
 
 
 def _data(d=6, n=8, d_y=2, dtype=torch.float64):
@@ -90,7 +90,7 @@ def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
 
 
 def test_paper_preset_differs_from_default_only_where_the_authors_did():
-    from icl_gd.study import resolve_study_config
+    from icl_gd.core.study import resolve_study_config
 
     study = get_study("single-layer")
     paper, default = resolve_study_config(study, "paper"), resolve_study_config(study)

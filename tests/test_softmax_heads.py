@@ -7,10 +7,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cli import app
-from icl_gd.gd import optimal_one_step_eta
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.tasks import LinearRegressionTask, Stream
+from icl_gd.cli import app
+from icl_gd.regression.gd import optimal_one_step_eta
+from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
 
 STEPS = 40
 ARGS = ["--steps", str(STEPS), "--seeds", "2", "--set", "batch_size=64", "--set", "eval_every=20", "--set", "n_test=256",
@@ -69,9 +69,9 @@ def test_softmax_model_fast_query_path_matches_full_forward():
 
 
 def test_paper_preset_scales_the_logits_with_the_single_layer_budget():
-    from icl_gd.study import resolve_study_config
-    from icl_gd.tokens import ConcatLayout
-    from studies import softmax_heads
+    from icl_gd.core.study import resolve_study_config
+    from icl_gd.regression.tokens import ConcatLayout
+    from icl_gd.studies import softmax_heads
 
     config = resolve_study_config(softmax_heads.STUDY, "paper")
     t = config.train_config()

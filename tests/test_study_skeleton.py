@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from icl_gd.config import apply_overrides, describe
-from icl_gd.errors import ConfigError
-from icl_gd.study import RunContext, TrainingConfig
-from studies import get_study, study_names
+from icl_gd.core.config import apply_overrides, describe
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.study import RunContext
+from icl_gd.regression.study import TrainingConfig
+from icl_gd.studies import get_study, study_names
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TINY = ["steps=30", "n_test=256", "n_tune=512", "batch_size=64", "eval_every=10", "seeds=2"]

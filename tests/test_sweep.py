@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.errors import ConfigError
-from icl_gd.runlock import LOCK_NAME
-from icl_gd.runner import execute_run
-from icl_gd.sweep import RunRecord, RunSpec, plan_sweep, run_sweep, write_sweep_results
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.runlock import LOCK_NAME
+from icl_gd.platform.runner import execute_run
+from icl_gd.studies import REGISTRY
+from icl_gd.platform.sweep import RunRecord, RunSpec, plan_sweep, run_sweep, write_sweep_results
 
 TINY = ["steps=40", "checkpoint_every=10", "eval_every=10", "n_test=100", "n_tune=100", "n_ood=20",
         "batch_size=32", "interpolation_points=2"]
@@ -118,7 +119,7 @@ def test_local_sweep_records_failures_survives_a_killed_worker_and_a_rerun_compl
     # every finished run has the numbers of an uninterrupted hand run of the same spec
     for spec in plan_sweep("single-layer", {"lr": ["0.001"]}, 1, overrides=[*TINY, "grad_clip=0"]):
         reference = tmp_path / f"hand_{spec.run_id()}"
-        execute_run(spec.study, reference, spec.preset, spec.overrides, threads=1, progress=False)
+        execute_run(REGISTRY, spec.study, reference, spec.preset, spec.overrides, threads=1, progress=False)
         assert _seed_metrics(out / "runs" / spec.run_id()) == _seed_metrics(reference)
         config = json.loads((out / "runs" / spec.run_id() / "config.json").read_text())
         assert config["preset"] == "default" and config["threads"] == 1
@@ -132,12 +133,13 @@ def test_ray_backend_on_a_local_ray_instance_gives_the_local_numbers(tmp_path):
     specs = plan_sweep("single-layer", {"n_context": ["5", "8"]}, 1, overrides=TINY)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
-        on_ray = run_sweep(specs, tmp_path / "ray", backend="ray", progress=False)
+        on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
     finally:
         ray.shutdown()
-    local = run_sweep(specs, tmp_path / "local", backend="local", workers=2, progress=False)
+    local = run_sweep(specs, tmp_path / "local", registry=REGISTRY, backend="local", workers=2, progress=False)
     assert [r.status for r in on_ray] == ["done", "done"] == [r.status for r in local]
     for a, b in zip(on_ray, local):
         assert a.run_dir.name == b.run_dir.name and a.metrics == b.metrics
         assert _seed_metrics(a.run_dir) == _seed_metrics(b.run_dir)
-    assert [r.status for r in run_sweep(specs, tmp_path / "ray", backend="ray", progress=False)] == ["skipped"] * 2
+    again = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
+    assert [r.status for r in again] == ["skipped"] * 2

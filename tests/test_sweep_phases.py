@@ -5,9 +5,9 @@ import time
 
 import torch
 
-import icl_gd.phases as phases
-from icl_gd.gd import tune_gd
-from icl_gd.phases import phase, phases_shown, tick
+import icl_gd.core.phases as phases
+from icl_gd.regression.gd import tune_gd
+from icl_gd.core.phases import phase, phases_shown, tick
 
 
 def test_a_long_phase_speaks_with_its_counters_and_a_short_or_hidden_one_does_not(monkeypatch, capsys):

@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from icl_gd.errors import ConfigError
-from icl_gd.tasks import LinearRegressionTask, NormalInputs, NormalisedInputs, Stream, UniformInputs
-from icl_gd.tokens import ConcatLayout, ConcatTokenTask, query_prediction
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, NormalisedInputs, Stream, UniformInputs
+from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask, query_prediction
 
 
 def test_batch_is_pure_function_of_seed_step_stream():

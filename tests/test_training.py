@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from icl_gd.errors import ConfigError, DivergenceError, ICLGDNotice
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.metrics import regression_loss
-from icl_gd.tasks import LinearRegressionTask, Stream
-from icl_gd.tokens import ConcatTokenTask
-from icl_gd.training import TrainConfig, authors_train_config, config_fingerprint, train
+from icl_gd.core.errors import ConfigError, DivergenceError, ICLGDNotice
+from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.regression.metrics import regression_loss
+from icl_gd.regression.tasks import LinearRegressionTask, Stream
+from icl_gd.regression.tokens import ConcatTokenTask
+from icl_gd.regression.training import TrainConfig, authors_train_config, config_fingerprint, train
 
 TASK = ConcatTokenTask(LinearRegressionTask(d=4, n_context=6))
 MODEL = LSAConfig(d_model=5)

@@ -5,10 +5,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from icl_gd.ensemble import SeedEnsemble
-from icl_gd.errors import ConfigError
-from icl_gd.lsa import LSAConfig, LSAModel
-from icl_gd.transformer import BlockStackConfig, TransformerConfig, TransformerModel
+from icl_gd.regression.ensemble import SeedEnsemble
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.regression.transformer import BlockStackConfig, TransformerConfig, TransformerModel
 
 
 def _tokens(B=6, T=11, D=11, seed=0):

@@ -18,15 +18,15 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from ..config import require_positive_ints, setting
-from .classifier import ClassificationTask
-from .queries import (UnitSelection, keys_removed, layer_queries, readonly_tensor, removal_delta, score_queries, vote,
+from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.dual.classifier import ClassificationTask
+from icl_gd.dual.queries import (UnitSelection, keys_removed, layer_queries, readonly_tensor, removal_delta, score_queries, vote,
                       vote_agreement)
-from .settings import TrainedSetting
-from .storage import open_memory
-from .training import LAYERS
-from .units import DualLayer, UnitBlock, dual_layer
-from .verification import DualVerification, verify_layer
+from icl_gd.dual.settings import TrainedSetting
+from icl_gd.dual.storage import open_memory
+from icl_gd.dual.training import LAYERS
+from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
+from icl_gd.dual.verification import DualVerification, verify_layer
 
 VERIFY_QUERIES = 64  # queries on which each layer's dual outputs are compared with its primal outputs
 VOTE_COLUMNS = ("vote_agrees_with_prediction", "vote_agrees_with_label", "effective_keys")

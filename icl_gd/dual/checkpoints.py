@@ -11,8 +11,8 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from ..results import atomic_write_bytes
-from .analysis import Analysis
+from icl_gd.core.results import atomic_write_bytes
+from icl_gd.dual.analysis import Analysis
 
 FORMAT = "dual-form-setting-result/1"
 

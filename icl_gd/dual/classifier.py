@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import require_positive_ints, setting
-from ..datasets import FASHION_MNIST_DIR, ImageDataset, load_dataset, permuted, resolve_dataset, standardized
-from ..errors import ConfigError
+from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.dual.datasets import FASHION_MNIST_DIR, ImageDataset, load_dataset, permuted, resolve_dataset, standardized
+from icl_gd.core.errors import ConfigError
 
 PERMUTATION_SEED = 12345  # task 1's pixel permutation: part of the task's definition, not of a run
 

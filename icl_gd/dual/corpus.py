@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetNotFoundError
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 GENSIM_WIKI = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 DEVIL_DICT = Path("/usr/share/dictd/devil.dict.dz")

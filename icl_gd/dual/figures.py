@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import plt, save_figure
-from .analysis import Analysis
-from .classifier import ClassificationTask
-from .training import LAYERS
+from icl_gd.core.plotting import plt, save_figure
+from icl_gd.dual.analysis import Analysis
+from icl_gd.dual.classifier import ClassificationTask
+from icl_gd.dual.training import LAYERS
 
 
 def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:

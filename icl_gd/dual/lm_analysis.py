@@ -23,14 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import require_positive_ints, setting
-from ..errors import ConfigError
-from .corpus import Corpus
-from .lstm import OUTPUT, LSTMLanguageModel, layer_modules
-from .queries import readonly_tensor, _TopK, TopUnits, keys_removed
-from .storage import LayerMemory, open_memory
-from .units import PROVENANCE_FIELDS, DualLayer, dual_layer
-from .verification import DualVerification, verify_layer
+from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.dual.corpus import Corpus
+from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
+from icl_gd.dual.queries import readonly_tensor, _TopK, TopUnits, keys_removed
+from icl_gd.dual.storage import LayerMemory, open_memory
+from icl_gd.dual.units import PROVENANCE_FIELDS, DualLayer, dual_layer
+from icl_gd.dual.verification import DualVerification, verify_layer
 
 CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
 

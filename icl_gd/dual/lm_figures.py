@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plotting import plt, save_figure
-from .lm_analysis import LayerAnalysis
+from icl_gd.core.plotting import plt, save_figure
+from icl_gd.dual.lm_analysis import LayerAnalysis
 
 
 def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int) -> None:

@@ -27,13 +27,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..config import require_non_negative, require_positive, require_positive_ints, setting
-from ..errors import ConfigError, DivergenceError
-from ..results import atomic_write_bytes
-from ..training import progress_bar
-from .corpus import Corpus, TokenStream
-from .lstm import LSTMLanguageModel, detach, record_window
-from .recorder import DualRecorder, Provenance, RecorderCheckpoint
+from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError, DivergenceError
+from icl_gd.core.results import atomic_write_bytes
+from icl_gd.regression.training import progress_bar
+from icl_gd.dual.corpus import Corpus, TokenStream
+from icl_gd.dual.lstm import LSTMLanguageModel, detach, record_window
+from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 CURVE_EVERY = 20  # optimizer steps between train_loss rows

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .recorder import DualRecorder, Provenance, RecordedLayer
+from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 
 State = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (h (B, H), c (B, H))
 

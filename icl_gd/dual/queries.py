@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ConfigError
-from .units import PROVENANCE_FIELDS, DualLayer, UnitBlock, UnitProvenance
+from icl_gd.core.errors import ConfigError
+from icl_gd.dual.units import PROVENANCE_FIELDS, DualLayer, UnitBlock, UnitProvenance
 
 
 @dataclass(frozen=True)

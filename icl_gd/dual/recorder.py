@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ConfigError, VerificationError
-from .storage import KEY_DTYPES, Column, MemoryWriter
+from icl_gd.core.errors import ConfigError, VerificationError
+from icl_gd.dual.storage import KEY_DTYPES, Column, MemoryWriter
 
 # Step kinds in the step table.
 KIND_SGD = 0  # exact: torch.optim.SGD recurrence

@@ -21,11 +21,11 @@ import math
 import numpy as np
 import torch
 
-from ..config import require_non_negative, require_positive, require_positive_ints, setting
-from ..errors import ConfigError
-from .classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
-from .recorder import DualRecorder
-from .training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
+from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
+from icl_gd.dual.recorder import DualRecorder
+from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
 
 SETTINGS = ("single", "joint", "continual")
 CURVE_EVERY = 20  # optimizer steps between train_loss rows of the curves

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npy_format
 
-from ..errors import ConfigError, DatasetNotFoundError
-from ..results import atomic_open, atomic_write_text, read_json, to_jsonable
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
+from icl_gd.core.results import atomic_open, atomic_write_text, read_json, to_jsonable
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1

@@ -14,8 +14,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ..errors import DivergenceError
-from .recorder import DualRecorder, Provenance, RecordedLayer
+from icl_gd.core.errors import DivergenceError
+from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 
 LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
 

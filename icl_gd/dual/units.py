@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ..errors import ConfigError
-from .recorder import KIND_PROJECTED, KIND_SGD, KIND_SKIPPED
-from .storage import LayerMemory, Table
+from icl_gd.core.errors import ConfigError
+from icl_gd.dual.recorder import KIND_PROJECTED, KIND_SGD, KIND_SKIPPED
+from icl_gd.dual.storage import LayerMemory, Table
 
 
 def step_coefficients(steps: Table, param: str, upto: int | None = None) -> tuple[float, np.ndarray]:

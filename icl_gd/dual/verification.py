@@ -6,7 +6,7 @@
   ``unexplained_share`` reports, per output unit j, ‖R_j‖ / ‖W_T,j - a W_0,j‖ (weight row and bias together;
   a row that moved by round-off only, e.g. a dead ReLU unit, is measured against ‖W_T,j‖ instead).
 
-Errors are norm-wise like ``constructions.verify.compare``: max|actual - expected| / max|expected|.
+Errors are norm-wise like ``icl_gd.constructions.verify.compare``: max|actual - expected| / max|expected|.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import ConfigError
-from .units import DualLayer
+from icl_gd.core.errors import ConfigError
+from icl_gd.dual.units import DualLayer
 
 
 @dataclass(frozen=True)

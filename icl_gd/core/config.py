@@ -1,0 +1,161 @@
+"""Typed ``KEY=VALUE`` overrides for frozen config dataclasses (the CLI's ``--set``).
+
+Values are parsed by the field's annotation: bool, int, float, str, ``X | None``, ``Literal[...]`` and
+``tuple[X, ...]`` (comma-separated). Dotted keys reach nested config dataclasses (``task.d=5``); a plain key
+that names a field of exactly one nested config reaches it too. Validation is the dataclass's own
+``__post_init__``, which ``dataclasses.replace`` re-runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any, Literal, TypeVar, Union
+
+from icl_gd.core.errors import ConfigError
+
+C = TypeVar("C")
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def parse_value(text: str, annotation: Any, key: str) -> Any:
+    """Parse ``text`` as a value of type ``annotation``; ``ConfigError`` names ``key`` and the bad value."""
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (Union, types.UnionType):
+        if type(None) in args and text.strip().lower() in {"none", "null", ""}:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return parse_value(text, arg, key)
+            except ConfigError as exc:
+                errors.append(str(exc))
+        raise ConfigError(errors[0] if errors else f"{key}: cannot parse {text!r}")
+    if origin is Literal:
+        for choice in args:
+            if str(choice) == text:
+                return choice
+        raise ConfigError(f"{key}={text!r} is not one of {', '.join(map(str, args))}")
+    if origin is tuple:
+        items = [t for t in text.split(",") if t.strip()] if text.strip() else []
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(parse_value(t.strip(), args[0], key) for t in items)
+        if len(items) != len(args):
+            raise ConfigError(f"{key}={text!r} needs {len(args)} comma-separated values")
+        return tuple(parse_value(t.strip(), a, key) for t, a in zip(items, args))
+    if annotation is bool:
+        low = text.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigError(f"{key}={text!r} is not a boolean (true/false)")
+    if annotation is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{key}={text!r} is not an integer") from None
+    if annotation is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key}={text!r} is not a number") from None
+    if annotation is str:
+        return text
+    raise ConfigError(f"{key}: values of type {annotation} cannot be set from the command line")
+
+
+def config_keys(config: Any) -> list[str]:
+    """Every settable key of ``config``, nested configs as dotted keys."""
+    return [key for key, _, _ in describe(config)]
+
+
+def _resolve_key(config: Any, key: str) -> str:
+    keys = config_keys(config)
+    if key in keys:
+        return key
+    matches = [k for k in keys if k.rsplit(".", 1)[-1] == key]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ConfigError(f"--set key {key!r} is ambiguous: use one of {', '.join(matches)}")
+    raise ConfigError(f"unknown --set key {key!r}; known keys: {', '.join(keys)}")
+
+
+def _set_path(config: Any, path: list[str], text: str, full_key: str) -> Any:
+    name = path[0]
+    hints = typing.get_type_hints(type(config))
+    if len(path) == 1:
+        value = parse_value(text, hints[name], full_key)
+        return dataclasses.replace(config, **{name: value})
+    inner = _set_path(getattr(config, name), path[1:], text, full_key)
+    return dataclasses.replace(config, **{name: inner})
+
+
+def apply_overrides(config: C, overrides: Sequence[str]) -> C:
+    """Return ``config`` with each ``KEY=VALUE`` of ``overrides`` applied in order."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        key, text = item.split("=", 1)
+        full = _resolve_key(config, key.strip())
+        config = _set_path(config, full.split("."), text.strip(), full)
+    return config
+
+
+def set_values(config: C, **values: Any) -> C:
+    """Set already-typed values by (possibly nested, plain) key; used for CLI flags such as ``--steps``."""
+    for key, value in values.items():
+        full = _resolve_key(config, key)
+        path = full.split(".")
+        config = _replace_path(config, path, value)
+    return config
+
+
+def _replace_path(config: Any, path: list[str], value: Any) -> Any:
+    if len(path) == 1:
+        return dataclasses.replace(config, **{path[0]: value})
+    return dataclasses.replace(config, **{path[0]: _replace_path(getattr(config, path[0]), path[1:], value)})
+
+
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+    """A config field with its one-line meaning (``icl-gd config STUDY`` prints it). ``factory`` builds a
+    mutable or nested default (a sub-config)."""
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+def describe(config: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
+    """(dotted key, value, one-line meaning) for every settable key of ``config``, nested configs flattened."""
+    rows = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            rows.extend(describe(value, f"{prefix}{f.name}."))
+        else:
+            rows.append((f"{prefix}{f.name}", value, f.metadata.get("doc", "")))
+    return rows
+
+
+def require_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{name} must be positive, got {value!r}")
+
+
+def require_non_negative(name: str, value: float) -> None:
+    if not value >= 0:
+        raise ConfigError(f"{name} must be non-negative, got {value!r}")
+
+
+def require_positive_ints(config: object, *names: str) -> None:
+    """Raise ``ConfigError`` naming the first of ``names`` whose value on ``config`` is not a positive int."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")

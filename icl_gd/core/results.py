@@ -1,0 +1,166 @@
+"""Run directories and atomic result files.
+
+Every file is written to a temporary sibling and renamed into place, so an interrupted run never leaves a
+half-written file under its final name. ``metrics.json`` is written last: its presence marks a finished run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from icl_gd.core.errors import RunDirectoryError
+
+FINISHED_MARKER = "metrics.json"
+
+
+@contextlib.contextmanager
+def atomic_open(path: Path) -> Iterator[BinaryIO]:
+    """A binary handle on a temporary sibling of ``path``; on a clean exit it is fsynced and renamed to ``path``,
+    on an error removed, so ``path`` is either the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and an atomic rename."""
+    with atomic_open(path) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def replace_marked_block(path: Path, start: str, end: str, block: str, what: str = "") -> None:
+    """Replace the text of ``path`` from marker ``start`` through marker ``end`` with ``block`` (which carries the
+    markers again), atomically; a file without both markers is a ConfigError naming them."""
+    from icl_gd.core.errors import ConfigError
+
+    text = Path(path).read_text()
+    i, j = text.find(start), text.find(end)
+    if i < 0 or j < i:
+        raise ConfigError(f"{what + ' ' if what else ''}{path}: no markers ({start!r} ... {end!r})")
+    atomic_write_text(Path(path), text[:i] + block + text[j + len(end):])
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert dataclasses, paths, tensors, numpy values and non-finite floats to plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # torch.Tensor, numpy arrays and scalars
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_csv(path: Path, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None) -> None:
+    """Write tidy rows (one observation per row) as CSV, atomically."""
+    rows = [dict(r) for r in rows]
+    if columns is None:
+        columns = []
+        for row in rows:
+            columns.extend(k for k in row if k not in columns)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: to_jsonable(row.get(k, "")) for k in columns})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def prepare_run_dir(out: Path, force: bool) -> Path:
+    """Create ``out`` for a new run. Refuses a directory that holds a finished run unless ``force``.
+
+    An unfinished run (no ``metrics.json``) is left in place so that its checkpoints can be resumed.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"--out {out} exists and is not a directory")
+    if (out / FINISHED_MARKER).exists() and not force:
+        raise RunDirectoryError(f"--out {out} already holds a finished run; pass --force to overwrite it")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise RunDirectoryError(f"--out {out} is not writable: {exc.strerror or exc}") from None
+    if force:
+        (out / FINISHED_MARKER).unlink(missing_ok=True)
+    return out
+
+
+def write_metrics(out: Path, per_seed: Mapping[Any, Mapping[str, Any]],
+                  reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
+    """Write ``metrics.json`` = {"mean", "std", "seeds"} and return the ``mean`` object. Call it last: it marks
+    the run finished. ``reductions`` replaces the mean for named metrics (e.g. ``max`` for a worst-case error)."""
+    mean = mean_over_seeds(per_seed, reductions)
+    spread = reduce_over_seeds(per_seed, lambda v: statistics.stdev(v) if len(v) > 1 else None)
+    write_json(Path(out) / FINISHED_MARKER,
+               {"mean": mean, "std": spread, "seeds": {str(k): v for k, v in per_seed.items()}})
+    return mean
+
+
+def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
+                    reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
+    """The ``mean`` object of ``metrics.json``: every metric averaged over seeds, except those ``reductions``
+    names, which it reduces its own way."""
+    mean = reduce_over_seeds(per_seed, statistics.fmean)
+    for key, reduce in (reductions or {}).items():
+        mean[key] = reduce([row[key] for row in per_seed.values()])
+    return mean
+
+
+def reduce_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
+                      reduce: Callable[[list[float]], Any]) -> dict[str, Any]:
+    """Each metric reduced over seeds (``statistics.fmean`` for the mean; lists element-wise); a value that is
+    neither a number nor a list of numbers (a name, a setting) is taken from the first seed."""
+    rows = list(per_seed.values())
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def apply(values: list[Any]) -> Any:
+        if all(number(v) for v in values):
+            return reduce([float(v) for v in values])
+        if all(isinstance(v, list) for v in values) and all(number(x) for v in values for x in v):
+            return [reduce(list(col)) for col in zip(*values)]
+        return values[0]
+
+    return {key: apply([row[key] for row in rows]) for key in rows[0]}

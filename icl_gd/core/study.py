@@ -1,0 +1,154 @@
+"""The study contract shared by every study family: what a study is, where it runs, and the run it writes.
+
+A study is a name, a default config and ``run(config, ctx)``. ``StudyRun`` owns what every run writes the same
+way whatever the family (regression or dual form): the seed list, tidy tables (``{name}.csv``, ``curves.csv`` with
+``CURVE_COLUMNS``), per-seed metrics, figures (PNG + PDF) and ``metrics.json`` with the mean and spread over
+seeds, written last because its presence marks the run finished. A family's run (``RegressionRun``) adds its own
+data and references on top.
+
+Studies are found through a ``StudyRegistry`` that the caller hands to the runner, so nothing in the library
+imports the studies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.results import mean_over_seeds, write_csv, write_json, write_metrics
+
+CURVE_COLUMNS = ["step", "seed", "model", "metric", "value"]
+DEFAULT_PRESET = "default"  # every study's own settings; other presets (``paper``) are named in ``Study.presets``
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how a study runs. ``out`` exists and is writable when ``run`` is called."""
+
+    out: Path
+    device: torch.device
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Study:
+    """``run(config, ctx)`` writes every result file under ``ctx.out`` (``metrics.json`` last) and returns
+    the ``mean`` metrics it wrote."""
+
+    name: str
+    summary: str
+    default_config: Callable[[], Any]
+    run: Callable[[Any, RunContext], dict[str, Any]]
+    # Intra-op CPU threads when --threads is not given; None keeps torch's default (all cores). Studies of tiny
+    # matrices use 1: they gain nothing from intra-op threads, the batch prefetcher uses the other core, and
+    # two threads on a busy machine make every step wait on the slowest core (measured 50x slower).
+    default_threads: int | None = None
+    # Named set-ups beside ``default_config`` (``--preset NAME``), e.g. ``paper``: the published set-up, as the
+    # authors' code ran it. Each is a zero-argument factory of the same config type.
+    presets: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+
+    def preset_names(self) -> list[str]:
+        return [DEFAULT_PRESET, *self.presets]
+
+    def config(self, preset: str = DEFAULT_PRESET) -> Any:
+        """The config of a named preset (``default`` is ``default_config()``); unknown names raise ConfigError."""
+        if preset == DEFAULT_PRESET:
+            return self.default_config()
+        if preset not in self.presets:
+            raise ConfigError(f"--preset {preset!r} is not a preset of {self.name}; "
+                              f"known: {', '.join(self.preset_names())}")
+        return self.presets[preset]()
+
+
+@dataclass(frozen=True)
+class StudyRegistry:
+    """Study name -> the module that defines it as ``STUDY``. Modules are imported only when a study is asked
+    for (the CLI starts fast); the registry is a plain value, so a sweep can hand it to a worker process."""
+
+    modules: Mapping[str, str]
+
+    def names(self) -> list[str]:
+        return list(self.modules)
+
+    def get(self, name: str) -> Study:
+        if name not in self.modules:
+            raise ConfigError(f"unknown study {name!r}; known studies: {', '.join(self.modules)}")
+        return importlib.import_module(self.modules[name]).STUDY
+
+
+def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: Iterable[str] = (),
+                         **values: Any) -> Any:
+    """The config a run uses: the preset, then ``values`` (``--steps``/``--seeds``; None = not given), then the
+    ``KEY=VALUE`` overrides. One function for ``icl-gd run``, ``icl-gd config`` and sweeps, so they agree."""
+    from icl_gd.core.config import apply_overrides, set_values
+
+    config = study.config(preset)
+    config = set_values(config, **{k: v for k, v in values.items() if v is not None})
+    return apply_overrides(config, list(overrides))
+
+
+def write_resolved_config(ctx: RunContext, study: str, config: Any, preset: str = DEFAULT_PRESET) -> None:
+    """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to, device
+    and versions."""
+    from icl_gd import __version__
+
+    resolved = config.train_config() if hasattr(config, "train_config") else None
+    write_json(ctx.out / "config.json", {
+        "study": study,
+        "preset": preset,
+        "config": config,
+        "resolved_training": resolved,
+        "device": str(ctx.device),
+        "threads": torch.get_num_threads(),
+        "command": sys.argv,
+        "versions": {"icl_gd": __version__, "python": platform.python_version(), "torch": torch.__version__,
+                     "platform": platform.platform()},
+    })
+
+
+class StudyRun:
+    """One run of any study, from its seeds to ``metrics.json``.
+
+    ``tables`` maps a table's name to its tidy rows (``{name}.csv``; ``curves`` has the columns
+    ``CURVE_COLUMNS``); ``per_seed`` maps a seed to its metrics. ``finish`` writes them all.
+    """
+
+    def __init__(self, ctx: RunContext, seeds: Sequence[int]) -> None:
+        self.ctx = ctx
+        self.device = ctx.device
+        self.seeds = list(seeds)
+        self.tables: dict[str, list[dict[str, Any]]] = {"curves": []}
+        self.per_seed: dict[int, dict[str, Any]] = {}
+
+    def record(self, seed: int, metrics: Mapping[str, Any]) -> None:
+        """Add per-seed metrics (``metrics.json`` ``seeds``; mean and std over seeds)."""
+        self.per_seed.setdefault(seed, {}).update(metrics)
+
+    def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]], **fixed: Any) -> None:
+        """Append tidy rows to ``{table}.csv``, each prefixed with the ``fixed`` columns (e.g. ``seed=0``)."""
+        self.tables.setdefault(table, []).extend({**fixed, **row} for row in rows)
+
+    def finish(self, figures: Callable[[dict[str, Any]], Iterable[tuple[str, Any]]] | None = None,
+               reductions: Mapping[str, Callable[[list[float]], float]] | None = None,
+               columns: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """Write every table (``columns`` fixes a table's column order; ``curves`` has ``CURVE_COLUMNS``), then the
+        figures ``figures(mean)`` yields as (name, figure), then ``metrics.json`` (last: it marks the run
+        finished). Returns the mean metrics."""
+        from icl_gd.core.plotting import save_figure
+
+        columns = {"curves": CURVE_COLUMNS, **(columns or {})}
+        for name, rows in self.tables.items():
+            if rows:
+                write_csv(self.ctx.out / f"{name}.csv", rows, list(columns[name]) if name in columns else None)
+        mean = mean_over_seeds(self.per_seed, reductions)
+        for name, figure in (figures(mean) if figures else ()):
+            save_figure(figure, self.ctx.out, name)
+        return write_metrics(self.ctx.out, self.per_seed, reductions)

@@ -1,0 +1,99 @@
+"""The body of ``icl-gd reproduce`` (the typer command in cli.py only parses options and maps errors)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shlex
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.study import StudyRegistry
+from icl_gd.platform.claims.report import ReportHeader, readme_block, update_readme, write_report
+from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
+
+
+def current_commit() -> str:
+    """The source tree's short commit (with ``+dirty`` for local changes), or the package version outside git."""
+    from icl_gd import __version__
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"icl-gd {__version__} (not a git checkout)"
+    return commit + ("+dirty" if dirty else "")
+
+
+def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tuple[float, int]:
+    """(estimated seconds, runs to do): runs already finished under ``root/runs`` cost nothing; the rest are spread
+    over ``workers`` (longest first, each to the least-loaded worker)."""
+    todo = sorted((p.estimate_s for p in planned if not (root / "runs" / p.spec.run_id() / "metrics.json").is_file()),
+                  reverse=True)
+    loads = [0.0] * max(1, workers)
+    for estimate in todo:
+        loads[loads.index(min(loads))] += estimate
+    return max(loads), len(todo)
+
+
+def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, quick: bool, only: str | None, backend: str, workers: int | None,
+                  address: str | None, device: str, progress: bool, plan_only: bool, list_claims: bool,
+                  echo: Callable[[str], None], update_readme_path: Path | None = None) -> int:
+    """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
+    if list_claims:
+        for claim in select_claims(None):
+            echo(f"{claim.id:28s} {claim.paper.split(',')[0].split(' et')[0]:11s} {claim.source:12s} "
+                 f"{claim.statement}")
+        return 0
+    if out is None:
+        raise ConfigError("--out DIR is required (where the runs and the report go)")
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"--backend {backend!r} is not a backend (use local or ray)")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers must be a positive integer, got {workers}")
+    ids = [i.strip() for i in only.split(",") if i.strip()] if only else None
+    if only is not None and not ids:
+        raise ConfigError(f"--only {only!r} names no claim")
+    claims = select_claims(ids)
+    out = Path(out)
+    planned = plan_runs(claims, quick)
+    n_workers = workers or os.cpu_count() or 1
+    estimate, todo = estimate_wall_s(planned, out, n_workers)
+    echo(f"icl-gd reproduce: {len(claims)} claims, {len(planned)} study runs ({len(planned) - todo} already "
+         f"finished){' + the verify identities' if needs_verify(claims) else ''}; "
+         f"budget {'--quick' if quick else 'full'}, backend {backend}, {n_workers} workers")
+    for p in planned:
+        echo(f"  {p.spec.study:16s} {p.spec.preset:8s} {' '.join(p.spec.overrides)}  (~{p.estimate_s / 60:.1f} min)")
+    minutes = f"about {estimate / 60:.0f} min" if estimate >= 60 else "under a minute"
+    echo(f"estimated time: {minutes} (from runs timed on a 2-core machine)")
+    if plan_only:
+        return 0
+    if update_readme_path is not None and not Path(update_readme_path).is_file():
+        raise ConfigError(f"--update-readme {update_readme_path}: no such file")
+    out.mkdir(parents=True, exist_ok=True)
+    if not os.access(out, os.W_OK):
+        raise ConfigError(f"--out {out} is not writable")
+    result = reproduce(out, claims, registry=registry, checks=checks, quick=quick, backend=backend, workers=workers, address=address, device=device,
+                       progress=progress, echo=echo)
+    command = " ".join(["icl-gd reproduce --out", shlex.quote(str(out)), *(["--quick"] if quick else []),
+                        *(["--only", shlex.quote(only)] if only else []), *(["--backend", backend] if backend != "local"
+                                                                               else [])])
+    header = ReportHeader(command=command, commit=current_commit(),
+                          date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                          quick=quick, wall_s=result.wall_s, failed_runs=result.failed_runs)
+    write_report(out, result.results, header)
+    if update_readme_path is not None:
+        update_readme(update_readme_path, readme_block(result.results, header))
+        echo(f"updated the claims table in {update_readme_path}")
+    from icl_gd.platform.claims.report import summary_line
+
+    echo(f"{summary_line(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
+    return 1 if result.failed_runs else 0
+
+
+__all__ = ["run_reproduce"]

@@ -1,0 +1,303 @@
+"""What a claim is, and how a verdict is reached from the runs it needs.
+
+A claim declares the runs it needs (``RunPlan``: study, preset, overrides, seeds, and a cheaper ``--quick``
+variant), a per-seed statistic over those runs' ``metrics.json`` and a threshold. The verdict is decided by one rule
+for every claim (``decide``): ``holds`` when every seed is on the passing side and the 95% interval of the mean does
+not cross the threshold, ``fails`` when every seed is on the failing side and the interval does not cross it either,
+``inconclusive`` otherwise (the seeds disagree, the interval straddles the threshold, or the quick budget cannot
+decide this claim). A ratio (``Ratio``) is positive and skewed, so its mean and interval are taken on the log scale
+(geometric mean, interval exp(mean log ± t·sd log / √n)); a t-interval of raw ratios can reach below zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, ClassVar
+
+from icl_gd.core.errors import ConfigError
+
+VERIFY_STUDY = "verify"  # the pseudo-study: every `icl-gd verify` identity, run in-process (seconds)
+
+
+class Verdict(str, Enum):
+    HOLDS = "holds"
+    FAILS = "fails"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Direction(str, Enum):
+    BELOW = "<"  # the claim holds when the statistic is below the threshold
+    ABOVE = ">"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The runs one claim needs: ``seeds`` runs (seed 0, 1, ...) of ``study`` with ``preset`` and ``overrides``.
+
+    Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. ``estimate_s`` and
+    ``quick_estimate_s`` are the wall seconds one seed's run took on a 2-core machine (for the printed plan only).
+    """
+
+    study: str
+    preset: str = "default"
+    overrides: tuple[str, ...] = ()
+    seeds: int = 1
+    quick_overrides: tuple[str, ...] = ()
+    quick_seeds: int | None = None
+    quick_preset: str | None = None  # None: the same preset under --quick
+    estimate_s: float = 60.0
+    quick_estimate_s: float = 10.0
+
+    def seed_count(self, quick: bool) -> int:
+        return (self.quick_seeds or self.seeds) if quick else self.seeds
+
+    def run_overrides(self, quick: bool) -> tuple[str, ...]:
+        return self.overrides + (self.quick_overrides if quick else ())
+
+    def run_preset(self, quick: bool) -> str:
+        return (self.quick_preset or self.preset) if quick else self.preset
+
+    @property
+    def quick_is_full(self) -> bool:
+        return (self.run_preset(True), self.run_overrides(True), self.seed_count(True)) == \
+            (self.run_preset(False), self.run_overrides(False), self.seed_count(False))
+
+    def estimate(self, quick: bool) -> float:
+        return self.quick_estimate_s if quick else self.estimate_s
+
+
+@dataclass(frozen=True)
+class SeedEvidence:
+    """What one seed's runs measured: ``metrics[i]`` is ``metrics.json["mean"]`` of the i-th plan's run for this
+    seed (one seed per run), ``run_dirs[i]`` its directory (for claims that read a table such as ``ood.csv``)."""
+
+    metrics: tuple[Mapping[str, Any], ...]
+    run_dirs: tuple[Path, ...]
+
+    def value(self, key: str, plan: int = 0) -> float:
+        """A scalar metric, or ``key[i]`` for item i of a list-valued one (a per-step metric); a missing or
+        non-numeric one is a MissingEvidence (the claim becomes inconclusive)."""
+        metrics = self.metrics[plan]
+        indexed = _INDEXED.fullmatch(key)
+        name = indexed.group(1) if indexed else key
+        if name not in metrics:
+            raise MissingEvidence(f"metric {name!r} is not in the run's metrics.json")
+        value = metrics[name]
+        if indexed:
+            if not isinstance(value, list) or not value:
+                raise MissingEvidence(f"metric {name!r} is not a non-empty list ({value!r})")
+            value = value[int(indexed.group(2))] if -len(value) <= int(indexed.group(2)) < len(value) else None
+        if isinstance(value, str) and value in ("inf", "-inf"):
+            return float(value)
+        if value is None or isinstance(value, (bool, list, dict)):
+            raise MissingEvidence(f"metric {key!r} is not a finite number ({value!r})")
+        return float(value)
+
+
+_INDEXED = re.compile(r"(.+)\[(-?\d+)\]")
+
+
+class MissingEvidence(LookupError):
+    """A claim's statistic could not be computed from the runs it was given."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One published statement, as a check over the runs it needs."""
+
+    id: str
+    paper: str
+    source: str  # section or figure of the paper
+    statement: str  # one sentence
+    runs: tuple[RunPlan, ...]
+    statistic: Callable[[SeedEvidence], float]
+    measures: str  # what the statistic is, e.g. "|L_trained - L_GD| / L_GD"
+    threshold: float
+    direction: Direction
+    # False when the --quick budget (fewer steps or seeds) cannot settle this claim: it is then reported as
+    # inconclusive with the measured value shown, never guessed.
+    quick_decisive: bool = True
+    figures: tuple[str, ...] = ()  # paths inside the first plan's first run directory, shown in the report
+
+    def __post_init__(self) -> None:
+        if not self.runs:
+            raise ConfigError(f"claim {self.id} needs at least one run")
+        if not math.isfinite(self.threshold):
+            raise ConfigError(f"claim {self.id}: threshold must be finite, got {self.threshold}")
+
+    @property
+    def settled_by_quick(self) -> bool:
+        """Whether a --quick verdict stands: declared so, or every run plan's quick budget is its full one."""
+        return self.quick_decisive or all(plan.quick_is_full for plan in self.runs)
+
+    def passes(self, value: float) -> bool:
+        return value < self.threshold if self.direction is Direction.BELOW else value > self.threshold
+
+    @property
+    def log_scale(self) -> bool:
+        """Whether seeds are summarised on the log scale (the statistic says so; plain functions do not)."""
+        return bool(getattr(self.statistic, "log_scale", False))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Per-seed values of a statistic, their mean, sample std and 95% t-interval of the mean (None for one seed).
+
+    With ``log`` (and every value positive) the mean is the geometric mean, ``std`` the sample std of the logs
+    and the interval exp(mean log ± t·sd log / √n); a non-positive value falls back to the linear scale."""
+
+    values: tuple[float, ...]
+    log: bool = False
+
+    @property
+    def on_log_scale(self) -> bool:
+        return self.log and all(v > 0 and math.isfinite(v) for v in self.values)
+
+    def _scaled(self) -> list[float]:
+        return [math.log(v) for v in self.values] if self.on_log_scale else list(self.values)
+
+    @property
+    def mean(self) -> float:
+        m = statistics.fmean(self._scaled())
+        return math.exp(m) if self.on_log_scale else m
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self._scaled()) if len(self.values) > 1 else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        n = len(self.values)
+        if n < 2 or not all(math.isfinite(v) for v in self.values):
+            return None
+        from scipy.stats import t
+
+        scaled = self._scaled()
+        centre = statistics.fmean(scaled)
+        half = float(t.ppf(0.975, n - 1)) * self.std / math.sqrt(n)
+        if self.on_log_scale:
+            return math.exp(centre - half), math.exp(centre + half)
+        return centre - half, centre + half
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    verdict: Verdict
+    spread: Spread | None  # None when no value could be measured
+    note: str = ""
+    run_dirs: tuple[Path, ...] = field(default=())
+
+
+def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[Verdict, str]:
+    """The verdict for per-seed ``values`` of the claim's statistic (see the module docstring)."""
+    if not values:
+        return Verdict.INCONCLUSIVE, "no value measured"
+    spread = Spread(tuple(values), log=claim.log_scale)
+    if any(math.isnan(v) for v in values):
+        return Verdict.INCONCLUSIVE, "a seed measured NaN"
+    passing = [claim.passes(v) for v in values]
+    interval = spread.interval
+    straddles = interval is not None and (claim.passes(interval[0]) != claim.passes(interval[1]))
+    if all(passing) and not straddles:
+        verdict, note = Verdict.HOLDS, ""
+    elif not any(passing) and not straddles:
+        verdict, note = Verdict.FAILS, ""
+    elif straddles and (all(passing) or not any(passing)):
+        verdict, note = Verdict.INCONCLUSIVE, "the 95% interval over seeds straddles the threshold"
+    else:
+        verdict, note = Verdict.INCONCLUSIVE, f"seeds disagree ({sum(passing)} of {len(values)} pass)"
+    if quick and not claim.settled_by_quick:
+        shown = f"would be {verdict.value} " if verdict is not Verdict.INCONCLUSIVE else ""
+        return Verdict.INCONCLUSIVE, f"{shown}on the --quick budget; this claim needs the full budget".strip()
+    return verdict, note
+
+
+def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool = False) -> ClaimResult:
+    """Compute the claim's statistic for every seed's evidence and decide."""
+    run_dirs = tuple(d for e in evidence for d in e.run_dirs)
+    try:
+        values = [float(claim.statistic(e)) for e in evidence]
+    except MissingEvidence as exc:
+        return ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"cannot measure: {exc}", run_dirs)
+    verdict, note = decide(claim, values, quick)
+    return ClaimResult(claim, verdict, Spread(tuple(values), log=claim.log_scale) if values else None, note, run_dirs)
+
+
+# ---------------------------------------------------------------------------------------------------- statistics
+# Statistics are small frozen dataclasses (not closures) so a report, a test or a reader can see what they read.
+@dataclass(frozen=True)
+class Metric:
+    """Metric ``key`` of plan ``plan`` (its absolute value when ``absolute``)."""
+
+    key: str
+    plan: int = 0
+    absolute: bool = False
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        value = evidence.value(self.key, self.plan)
+        return abs(value) if self.absolute else value
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``numerator / min(denominators)``: how small a quantity is against the smallest of its controls."""
+
+    log_scale: ClassVar[bool] = True  # positive and skewed: seeds are summarised geometrically
+    numerator: str
+    denominators: tuple[str, ...]
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        below = min(evidence.value(k, self.plan) for k in self.denominators)
+        if below == 0:
+            raise MissingEvidence(f"{'/'.join(self.denominators)} is 0: the ratio is undefined")
+        return evidence.value(self.numerator, self.plan) / below
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``first - second`` of one run."""
+
+    first: str
+    second: str
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        return evidence.value(self.first, self.plan) - evidence.value(self.second, self.plan)
+
+
+@dataclass(frozen=True)
+class WorstIdentity:
+    """The largest relative error / tolerance over every `icl-gd verify` identity whose name starts with
+    ``prefix`` (< 1 means every one of them holds within its tolerance)."""
+
+    prefix: str
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        checks = {k: v for k, v in evidence.metrics[0].items() if k.startswith(self.prefix)}
+        if not checks:
+            raise MissingEvidence(f"no identity check named {self.prefix!r}...")
+        return max(float(v["max_rel_error"]) / float(v["tolerance"]) for v in checks.values())
+
+
+def metric(key: str, plan: int = 0, absolute: bool = False) -> Metric:
+    return Metric(key, plan, absolute)
+
+
+def ratio(numerator: str, *denominators: str, plan: int = 0) -> Ratio:
+    return Ratio(numerator, denominators, plan)
+
+
+def difference(first: str, second: str, plan: int = 0) -> Difference:
+    return Difference(first, second, plan)
+
+
+def worst_identity(prefix: str) -> WorstIdentity:
+    return WorstIdentity(prefix)

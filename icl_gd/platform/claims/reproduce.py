@@ -1,0 +1,149 @@
+"""``icl-gd reproduce``: plan the runs the selected claims need, run them through the sweep layer, judge each claim.
+
+Runs are ordinary sweep runs under ``OUT/runs/`` (one seed each), so a second call reuses every finished run and a
+run shared by several claims is planned once. The ``verify`` pseudo-study (every float64 identity of
+``icl-gd verify``) runs in this process in seconds and is written like a run (``OUT/runs/verify/metrics.json``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from icl_gd.core.errors import ConfigError, ICLGDError
+from icl_gd.core.results import read_json, write_json
+from icl_gd.core.study import StudyRegistry
+from icl_gd.platform.claims.model import VERIFY_STUDY, Claim, ClaimResult, RunPlan, SeedEvidence, Verdict, evaluate_claim
+from icl_gd.platform.claims.registry import CLAIMS
+
+VERIFY_DIR = "verify"
+Checks = Callable[[], Iterable[Any]]  # the construction identities (``constructions.verify.all_checks``)
+
+
+def select_claims(only: Sequence[str] | None = None) -> tuple[Claim, ...]:
+    """The claims named in ``only`` (all when empty), in registry order; an unknown id is a ConfigError."""
+    if not only:
+        return CLAIMS
+    known = {c.id: c for c in CLAIMS}
+    unknown = [i for i in only if i not in known]
+    if unknown:
+        raise ConfigError(f"--only: unknown claim {unknown[0]!r}; known claims: {', '.join(known)}")
+    wanted = set(only)
+    return tuple(c for c in CLAIMS if c.id in wanted)
+
+
+def seed_specs(plan: RunPlan, quick: bool) -> list:
+    """One sweep ``RunSpec`` per seed of ``plan`` (seed=S, seeds=1), in a canonical order so shared runs coincide."""
+    from icl_gd.platform.sweep import RunSpec
+
+    overrides = plan.run_overrides(quick)
+    return [RunSpec(plan.study, plan.run_preset(quick), (*overrides, f"seed={s}", "seeds=1"))
+            for s in range(plan.seed_count(quick))]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    spec: object  # icl_gd.sweep.RunSpec
+    estimate_s: float
+
+
+def plan_runs(claims: Sequence[Claim], quick: bool) -> list[PlannedRun]:
+    """Every distinct study run the claims need (the verify pseudo-study excluded), each once."""
+    planned: dict[object, PlannedRun] = {}
+    for claim in claims:
+        for plan in claim.runs:
+            if plan.study == VERIFY_STUDY:
+                continue
+            for spec in seed_specs(plan, quick):
+                planned.setdefault(spec, PlannedRun(spec, plan.estimate(quick)))
+    return list(planned.values())
+
+
+def needs_verify(claims: Sequence[Claim]) -> bool:
+    return any(plan.study == VERIFY_STUDY for c in claims for plan in c.runs)
+
+
+def run_verify(root: Path, checks: Checks) -> Path:
+    """Run every `icl-gd verify` identity (``checks()``) and write ``runs/verify/metrics.json`` (mean: name ->
+    errors)."""
+
+    out = root / "runs" / VERIFY_DIR
+    if (out / "metrics.json").is_file():
+        return out
+    errors = {}
+    for check in checks():
+        try:
+            result = check.run()
+        except ICLGDError as exc:  # a broken construction fails its claims; it does not stop the report
+            errors[check.name] = {"max_abs_error": float("inf"), "max_rel_error": float("inf"), "tolerance": 1.0,
+                                  "passed": False, "error": str(exc)}
+            continue
+        errors[check.name] = {"max_abs_error": result.max_abs_error, "max_rel_error": result.max_rel_error,
+                              "tolerance": result.tolerance, "passed": result.passed}
+    write_json(out / "metrics.json", {"mean": errors})
+    return out
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    results: tuple[ClaimResult, ...]
+    failed_runs: tuple[str, ...]  # "run_id: error"
+    wall_s: float
+
+
+def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, str] | None = None
+          ) -> tuple[ClaimResult, ...]:
+    """Evaluate every claim from the run directories under ``root/runs`` (a run without metrics.json, or listed in
+    ``failures``, makes its claims inconclusive with the reason)."""
+    failures = failures or {}
+    results = []
+    for claim in claims:
+        per_plan = []
+        missing = ""
+        for plan in claim.runs:
+            if plan.study == VERIFY_STUDY:
+                dirs = [root / "runs" / VERIFY_DIR]
+            else:
+                dirs = [root / "runs" / spec.run_id() for spec in seed_specs(plan, quick)]
+            for d in dirs:
+                if d.name in failures:
+                    missing = missing or f"run {d.name} failed: {failures[d.name]}"
+                elif not (d / "metrics.json").is_file():
+                    missing = missing or f"run {d.name} has no metrics.json"
+            per_plan.append(dirs)
+        if missing:
+            run_dirs = tuple(d for dirs in per_plan for d in dirs)
+            results.append(ClaimResult(claim, Verdict.INCONCLUSIVE, None, missing, run_dirs))
+            continue
+        seeds = min(len(dirs) for dirs in per_plan)
+        evidence = [SeedEvidence(tuple(read_json(dirs[min(i, len(dirs) - 1)] / "metrics.json")["mean"]
+                                       for dirs in per_plan),
+                                 tuple(dirs[min(i, len(dirs) - 1)] for dirs in per_plan))
+                    for i in range(seeds)]
+        results.append(evaluate_claim(claim, evidence, quick))
+    return tuple(results)
+
+
+def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, checks: Checks, quick: bool = False, backend: str = "local",
+              workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
+              echo: Callable[[str], None] = print) -> Reproduction:
+    """Run what ``claims`` need under ``root`` (reusing finished runs) and judge them."""
+    from icl_gd.platform.sweep import run_sweep
+
+    started = time.perf_counter()
+    if needs_verify(claims):
+        run_verify(root, checks)
+    planned = plan_runs(claims, quick)
+    failures: dict[str, str] = {}
+    if planned:
+        records = run_sweep([p.spec for p in planned], root, registry=registry, backend=backend, workers=workers, address=address,
+                            device=device, progress=progress)
+        for record in records:
+            if record.status == "failed":
+                failures[Path(record.run_dir).name] = record.error or "unknown error"
+                echo(f"icl-gd: run {Path(record.run_dir).name} failed: {record.error}")
+    results = judge(claims, root, quick, failures)
+    return Reproduction(results, tuple(f"{k}: {v}" for k, v in failures.items()), time.perf_counter() - started)

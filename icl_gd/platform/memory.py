@@ -1,0 +1,89 @@
+"""The memory a run will need, estimated from its config before anything is allocated, and the check against
+what this machine (or GPU) has free.
+
+The estimate is a lower bound from the largest tensors of a regression study (B tasks of T tokens of width D,
+K layers, H heads, S seeds trained as one model, 4-byte floats, 8-byte float64 references):
+
+- training (``batch_size``): per task the prefetched batches and the activations autograd keeps per layer,
+  S · B · (T·D·(3 + 6K) + 2·H·K·T²) floats;
+- evaluation (``n_test``): the test tokens and their float64 copies, 2 · n_test · T·D floats and doubles, plus
+  each layer's states in the sensitivities' graph, 2 · T·D floats for each of min(n_test · K, EVAL_TASK_LAYERS)
+  task-layers (deep models are scored in chunks of tasks, ``icl_gd.regression.metrics``);
+- tuning (``n_tune``): the tuning tasks, 2 · n_tune · T·D doubles, plus the L-BFGS graph of K GD/GD++ steps,
+  2 · T·D doubles for each of min(n_tune · K, TUNE_TASK_STEPS) task-steps (``icl_gd.regression.gd``).
+
+A run is refused only when one of these alone exceeds the free memory, so a run that fits is never refused; what
+the estimate misses still ends, at run time, in a one-line out-of-memory error.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import TUNE_TASK_STEPS
+from icl_gd.regression.metrics import EVAL_TASK_LAYERS
+
+FLOAT, DOUBLE = 4, 8
+
+
+def estimate_run_memory(config: Any) -> dict[str, int]:
+    """Bytes each of ``training.batch_size``, ``evaluation.n_test`` and ``evaluation.n_tune`` needs (the config
+    keys to lower, dotted as ``icl-gd config`` shows them); {} for configs of another shape (the dual form)."""
+    task, model = getattr(config, "task", None), getattr(config, "model", None)
+    training, evaluation = getattr(config, "training", None), getattr(config, "evaluation", None)
+    if task is None or training is None or not hasattr(task, "n_context"):
+        return {}
+    T = int(task.n_context) + 1
+    D = int(getattr(task, "d", 1)) + 1
+    K = int(getattr(model, "layers", 1) or 1)
+    heads = getattr(model, "heads", 1)
+    H = max(heads) if isinstance(heads, tuple) else int(heads)
+    S = int(evaluation.seeds) if evaluation is not None and getattr(config, "batched_seeds", False) else 1
+    out = {"training.batch_size": FLOAT * S * int(training.batch_size) * (T * D * (3 + 6 * K) + 2 * H * K * T * T)}
+    if evaluation is not None and hasattr(evaluation, "n_test"):
+        n_test, n_tune = int(evaluation.n_test), int(evaluation.n_tune)
+        out["evaluation.n_test"] = 2 * T * D * ((FLOAT + DOUBLE) * n_test + FLOAT * min(n_test * K, EVAL_TASK_LAYERS))
+        out["evaluation.n_tune"] = 2 * T * D * DOUBLE * (n_tune + min(n_tune * K, TUNE_TASK_STEPS))
+    return out
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Free bytes: the GPU's free memory for CUDA, MemAvailable (or free pages) for the CPU; None if unknown."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(config: Any, device: torch.device, available: int | None = None) -> None:
+    """Raise ConfigError naming the key to lower when one part of the run alone needs more than is free."""
+    need = estimate_run_memory(config)
+    free = available_memory(device) if available is None else available
+    if not need or free is None:
+        return
+    key, largest = max(need.items(), key=lambda item: item[1])
+    if largest > free:
+        short = key.rsplit(".", 1)[-1]
+        raise ConfigError(f"this run needs at least {largest / 2**30:.1f} GiB for {short} "
+                          f"({key}={_value(config, key)}) but {device.type} has {free / 2**30:.1f} GiB free; "
+                          f"lower {short} (--set {short}=...)")
+
+
+def _value(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config

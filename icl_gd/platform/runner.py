@@ -1,0 +1,88 @@
+"""One run of a study into a run directory: the single code path behind ``icl-gd run`` and every sweep worker.
+
+``execute_run`` resolves the config (preset, then ``--steps``/``--seeds``, then ``KEY=VALUE`` overrides), checks
+the device and the memory the run will need before touching the directory, takes the directory's lock (one run
+at a time), writes ``config.json`` and runs the study, which writes ``metrics.json`` last. A run directory made
+by a sweep is therefore the same as one made by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.platform.memory import check_memory
+from icl_gd.core.phases import phases_shown
+from icl_gd.core.results import prepare_run_dir
+from icl_gd.core.runlock import RunLock
+from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, write_resolved_config
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu`` or ``cuda[:i]`` as a torch device; ConfigError for anything else or a missing GPU."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device {name!r} is not a device (use cpu or cuda)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: no CUDA device is available on this machine")
+    if device.type not in {"cpu", "cuda"}:
+        raise ConfigError(f"--device {name!r} is not supported (use cpu or cuda)")
+    return device
+
+
+def set_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count and numpy's BLAS threads for this process (None: leave them).
+
+    numpy's BLAS (OpenBLAS) otherwise takes every core whatever torch uses: with two runs on two busy cores its
+    threads wait on each other (a float64 product in the dual-form verification took 1.04 s on 2 threads and
+    0.067 s on 1), and its last bits depend on the machine's core count instead of ``--threads``."""
+    if threads is None:
+        return
+    if threads <= 0:
+        raise ConfigError(f"--threads must be a positive integer, got {threads}")
+    torch.set_num_threads(threads)
+    import numpy  # noqa: F401  (threadpoolctl limits loaded libraries only: make sure numpy's BLAS is one)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads, user_api="blas")  # called, not entered: the limit stays for the process
+
+
+def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "default", overrides: Sequence[str] = (), *,
+                steps: int | None = None, seeds: int | None = None, device: str = "cpu",
+                threads: int | None = None, progress: bool = True, force: bool = False) -> dict[str, Any]:
+    """Run ``study`` into ``out`` and return the ``mean`` metrics it wrote to ``metrics.json``.
+
+    ``threads`` None takes the study's default (1 for the regression studies). Raises ConfigError (bad setting,
+    device, or a run too large for the free memory, naming the key to lower) before ``out`` is touched, and
+    RunDirectoryError when ``out`` holds a finished run (without ``force``), is unwritable or is in use by
+    another run.
+    """
+    spec = registry.get(study)
+    config = resolve_study_config(spec, preset, overrides, steps=steps, seeds=seeds)
+    set_threads(threads if threads is not None else spec.default_threads)
+    torch_device = resolve_device(device)
+    check_memory(config, torch_device)  # before touching out: a refused run leaves nothing behind
+    out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
+    with RunLock(out), phases_shown(progress):
+        # Again under the lock: another run may have finished it since the check above.
+        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
+        write_resolved_config(ctx, study, config, preset)
+        return spec.run(config, ctx)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """An allocation failure: Python's MemoryError, torch's OutOfMemoryError (CUDA) or its CPU allocator's."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "can't allocate memory" in text \
+        or "out of memory" in text
+
+
+def out_of_memory_message(exc: BaseException, device: str) -> str:
+    """The one line an out-of-memory failure ends in, naming the keys to lower."""
+    return (f"out of memory on {device} ({type(exc).__name__}); lower batch_size, n_test or n_tune (icl-gd config "
+            "STUDY shows them), then rerun to resume")

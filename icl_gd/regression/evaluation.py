@@ -1,0 +1,57 @@
+"""Scoring predictors on a fixed test set against cached references; tidy rows for curves.csv.
+
+A ``EvalSet`` holds tokens (B, T, D) and targets (B, d_y); a ``Reference`` caches a predictor's ŷ and input
+sensitivities on it, so the alignment of many models (or one model at many steps) costs one pass each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from icl_gd.regression.metrics import Alignment, Predictor, alignment, predictions_and_sensitivities, regression_loss
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    tokens: torch.Tensor  # (B, T, D)
+    targets: torch.Tensor  # (B, d_y)
+    d_x: int
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A predictor's ŷ (B, d_y), sensitivities (B, d_x) and loss on a test set."""
+
+    prediction: torch.Tensor
+    sensitivity: torch.Tensor
+    loss: float
+
+    def alignment_with(self, reference: "Scored") -> Alignment:
+        return alignment(self.prediction, reference.prediction, self.sensitivity, reference.sensitivity)
+
+
+def score(predictor: Predictor, test: EvalSet) -> Scored:
+    pred, sens = predictions_and_sensitivities(predictor, test.tokens, test.d_x)
+    return Scored(pred, sens, regression_loss(pred, test.targets))
+
+
+def scored_rows(step: int, seed: int, model: str, scored: Scored, references: Mapping[str, Scored]) -> list[dict[str, Any]]:
+    """Tidy rows (step, seed, model, metric, value): the loss and the alignment with every reference."""
+    rows = [{"step": step, "seed": seed, "model": model, "metric": "loss", "value": scored.loss}]
+    for ref_name, ref in references.items():
+        a = scored.alignment_with(ref)
+        for metric in ("pred_diff", "cos_sensitivity", "sensitivity_diff"):
+            rows.append({"step": step, "seed": seed, "model": model, "metric": f"{metric}_vs_{ref_name}",
+                         "value": getattr(a, metric)})
+    return rows
+
+
+def alignment_metrics(prefix: str, scored: Scored, reference: Scored) -> dict[str, float]:
+    """{prefix}pred_diff, {prefix}cos_sensitivity, {prefix}sensitivity_diff."""
+    a = scored.alignment_with(reference)
+    return {f"{prefix}pred_diff": a.pred_diff, f"{prefix}cos_sensitivity": a.cos_sensitivity,
+            f"{prefix}sensitivity_diff": a.sensitivity_diff}

@@ -1,0 +1,287 @@
+"""The regression studies' part of the study contract: the config parts they share and ``RegressionRun``.
+
+A regression study's ``run`` is a short script over ``RegressionRun``, a ``StudyRun`` (``icl_gd.core.study``: seeds,
+tables, per-seed metrics, figures, ``metrics.json``) that adds what every regression study would otherwise repeat: the seed list, the fixed test tasks
+and the held-out tuning tasks drawn from the study's task, the references (baselines) that models are scored and
+aligned against, evaluation rows every ``eval_every`` steps (``curves.csv``), checkpoint naming, tidy CSV tables,
+figures (PNG + PDF) and ``metrics.json`` with the mean and spread over seeds, written last.
+
+Config parts (nested dataclasses; ``--set d=5`` reaches ``task.d`` by its suffix): ``task``, ``model``,
+``training`` and ``evaluation``. In ``training``, ``None`` means the authors' value for the model's depth, the same
+way in every study (``TrainingConfig.resolve``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
+from icl_gd.regression.lsa import LSAConfig
+from icl_gd.regression.metrics import Predictor
+from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
+from icl_gd.core.phases import phased
+from icl_gd.core.study import RunContext, StudyRun
+from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
+from icl_gd.regression.training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train
+
+
+
+# ---------------------------------------------------------------------------------------------------- config parts
+@dataclass(frozen=True)
+class RegressionTaskConfig:
+    """In-context linear regression, y = W x (von Oswald et al. §3)."""
+
+    d: int = setting(10, "input dimension of each regression task")
+    n_context: int = setting(10, "context pairs (x_i, y_i) per task, N")
+    input_range: float = setting(1.0, "inputs x ~ U(-r/2, r/2)^d with r = input_range")
+    weight_scale: float = setting(1.0, "task weights W ~ N(0, I) times this")
+    label_noise: float = setting(0.0, "std of Gaussian noise added to every label")
+
+    def __post_init__(self) -> None:
+        self.build()  # the task validates every value
+
+    def build(self) -> LinearRegressionTask:
+        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=UniformInputs(self.input_range),
+                                    weight_scale=self.weight_scale, label_noise=self.label_noise)
+
+
+@dataclass(frozen=True)
+class LSAStackConfig:
+    """K linear self-attention layers, separate or tied; widths come from the token layout."""
+
+    layers: int = setting(1, "LSA layers K (a recurrent model applies its one layer K times)")
+    recurrent: bool = setting(False, "tie the weights of all K layers (one layer applied K times)")
+    heads: int = setting(1, "attention heads per layer")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "layers", "heads")
+
+    @property
+    def shared_steps(self) -> bool:
+        """One set of step parameters for every step: a tied stack, or a single layer."""
+        return self.recurrent or self.layers == 1
+
+    def lsa_config(self, layout: Any) -> LSAConfig:
+        """The model for ``layout``: the authors' activation clipping at 10 beyond 3 layers."""
+        return LSAConfig(d_model=layout.d_model, d_y=layout.d_y, n_layers=self.layers, recurrent=self.recurrent,
+                         n_heads=self.heads, clip_activations=10.0 if self.layers > 3 else None)
+
+
+@dataclass(frozen=True)
+class HeadsModelConfig:
+    """One model per head count of a (softmax) attention layer; ``layers``/``recurrent`` are the study's."""
+
+    heads: tuple[int, ...] = setting((1, 2, 4), "head counts, comma-separated (one model each; first = primary)")
+    init_scale: float = setting(0.002, "init variance scale of every layer (the authors')")
+
+    def __post_init__(self) -> None:
+        if not self.heads or any(not isinstance(h, int) or h <= 0 for h in self.heads):
+            raise ConfigError(f"heads must be a non-empty list of positive integers, got {self.heads!r}")
+        require_positive("init_scale", self.init_scale)
+
+    @staticmethod
+    def label(heads: int) -> str:
+        return f"{heads} head{'s' if heads > 1 else ''}"
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Optimisation; ``None`` takes the authors' value for the model's depth (PROTOCOL §1)."""
+
+    steps: int | None = setting(None, "optimiser steps; none: 5000 for one layer or a recurrent stack, 50 000 for "
+                                      "deeper separate layers (the authors')")
+    batch_size: int = setting(2048, "fresh tasks per training step")
+    lr: float | None = setting(None, "AdamW learning rate; none: 1e-3, 5e-4 beyond 3 layers (the authors')")
+    grad_clip: float | None = setting(None, "gradient-norm clip; none: 1e-3 up to 2 layers, 10 beyond (the "
+                                            "authors'); 0: no clipping")
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.98, "AdamW beta2")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    checkpoint_every: int = setting(1000, "steps between checkpoints; a rerun of the same command resumes")
+    compile: bool = setting(False, "run the training step through torch.compile (about 2x per step once built, "
+                                   "about 15 s to build, needs a C++ compiler)")
+
+    def __post_init__(self) -> None:
+        if self.grad_clip is not None:
+            require_non_negative("grad_clip", self.grad_clip)
+        self.resolve(1, False, 1)  # TrainConfig validates every other value
+
+    def resolve(self, n_layers: int, recurrent: bool, eval_every: int) -> TrainConfig:
+        """The concrete settings for a model of ``n_layers`` layers (tied if ``recurrent``)."""
+        overrides: dict[str, Any] = {
+            "batch_size": self.batch_size, "beta1": self.beta1, "beta2": self.beta2,
+            "weight_decay": self.weight_decay, "eval_every": eval_every, "checkpoint_every": self.checkpoint_every,
+            "compile": self.compile}
+        for name in ("steps", "lr"):
+            if getattr(self, name) is not None:
+                overrides[name] = getattr(self, name)
+        if self.grad_clip is not None:
+            overrides["grad_clip"] = self.grad_clip or None  # 0: off
+        return authors_train_config(n_layers, recurrent, **overrides)
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """Seeds, the fixed test tasks, the held-out tuning tasks and the evaluation cadence."""
+
+    seed: int = setting(0, "first training seed; seeds are seed, seed+1, ...")
+    seeds: int = setting(1, "number of training seeds (models trained from independent inits and data)")
+    test_seed: int = setting(2023, "seed of the fixed test tasks and of the held-out tuning tasks")
+    n_test: int = setting(10_000, "test tasks every model and baseline is scored on")
+    n_tune: int = setting(10_000, "held-out tasks on which the baselines' parameters (GD's η, ...) are tuned")
+    eval_every: int = setting(100, "training steps between evaluations on the test tasks (curves.csv)")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "seeds", "n_test", "n_tune", "eval_every")
+        require_non_negative("seed", self.seed)
+        require_non_negative("test_seed", self.test_seed)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return [self.seed + i for i in range(self.seeds)]
+
+
+@dataclass(frozen=True)
+class RegressionConfig:
+    """The four parts of every regression study's config; a study subclasses it, retypes ``task``/``model`` where
+    its own differ, and adds its own keys."""
+
+    task: RegressionTaskConfig = setting(doc="the tasks", factory=RegressionTaskConfig)
+    model: LSAStackConfig = setting(doc="the model", factory=LSAStackConfig)
+    training: TrainingConfig = setting(doc="optimisation", factory=TrainingConfig)
+    evaluation: EvaluationConfig = setting(doc="seeds and test sets", factory=EvaluationConfig)
+
+    def train_config(self) -> TrainConfig:
+        """The training settings resolved for the model's depth (every model part has ``layers`` and
+        ``recurrent``)."""
+        return self.training.resolve(self.model.layers, self.model.recurrent, self.evaluation.eval_every)
+
+
+def parts(factory: Callable[..., Any], doc: str, **values: Any) -> Any:
+    """A config part with study-specific defaults, e.g. ``parts(TrainingConfig, "...", steps=4000)``."""
+    return setting(doc=doc, factory=lambda: factory(**values))
+
+
+@dataclass(frozen=True)
+class QuickRegressionConfig(RegressionConfig):
+    """The smaller budget of the studies beyond the concatenated single layer (sine, separate tokens, softmax
+    heads): batches of 512, no clipping, 4096 test and tuning tasks, an evaluation every 250 steps."""
+
+    training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=4000, batch_size=512, lr=3e-3,
+                                     grad_clip=0.0)
+    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
+                                         eval_every=250)
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+class RegressionRun(StudyRun):
+    """One run of a regression study, from its config to ``metrics.json``.
+
+    ``test`` (tokens (B, T, D), targets (B, d_y)) holds ``n_test`` fixed tasks (Stream.TEST, ``test_seed``); the
+    held-out tuning tasks (Stream.TUNE) come from ``tune_batch``/``tune_tokens``. References are scored once;
+    every evaluation of a model aligns it with the references marked ``align`` and draws the loss of those
+    marked ``curve`` beside it. Tables are tidy rows written as ``{name}.csv``; ``curves`` has the columns
+    ``CURVE_COLUMNS``.
+    """
+
+    def __init__(self, config: RegressionConfig, ctx: RunContext, token_task: TokenTask) -> None:
+        ev = config.evaluation
+        super().__init__(ctx, ev.seed_list)
+        self.config, self.token_task = config, token_task
+        self.layout = token_task.layout  # type: ignore[attr-defined]
+        self.test_batch, tokens = token_task.batch_tokens(ev.n_test, ev.test_seed, 0, Stream.TEST, ctx.device)
+        self.test = EvalSet(tokens, self.test_batch.y_query, self.layout.d_x)
+        self.references: dict[str, Scored] = {}
+        self._aligned: list[str] = []
+        self._curves: dict[str, str] = {}  # reference -> its label in curves.csv
+
+    # ------------------------------------------------------------------ data
+    def tune_batch(self, dtype: torch.dtype = torch.float64) -> Any:
+        """The ``n_tune`` held-out tuning tasks (never the test tasks), float64 by default."""
+        ev = self.config.evaluation
+        return self.token_task.task.sample(ev.n_tune, ev.test_seed, 0, Stream.TUNE, self.device, dtype)  # type: ignore[attr-defined]
+
+    def tune_tokens(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens (B, T, D), targets (B, d_y)) of the tuning tasks, laid out like the test tokens."""
+        ev = self.config.evaluation
+        batch, tokens = self.token_task.batch_tokens(ev.n_tune, ev.test_seed, 0, Stream.TUNE, self.device)
+        return tokens, batch.y_query
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, predictor: Predictor) -> Scored:
+        return score(predictor, self.test)
+
+    @phased("scoring a reference on the test tasks")
+    def add_reference(self, name: str, predictor: Predictor, align: bool = True, curve: str | None = "") -> Scored:
+        """Score a baseline once. ``align``: models are aligned with it at every evaluation; ``curve``: its loss is
+        drawn beside the training curves under this label ("" = ``name``, None = not drawn)."""
+        self.references[name] = scored = self.score(predictor)
+        if align:
+            self._aligned.append(name)
+        if curve is not None:
+            self._curves[name] = curve or name
+        return scored
+
+    def eval_rows(self, step: int, seed: int, model: str, predictor: Predictor | Scored,
+                  against: Mapping[str, Scored] | None = None) -> list[dict[str, Any]]:
+        """Tidy rows: ``predictor``'s test loss and its alignment with ``against`` (default: the aligned
+        references)."""
+        scored = predictor if isinstance(predictor, Scored) else self.score(predictor)
+        if against is None:
+            against = {name: self.references[name] for name in self._aligned}
+        return scored_rows(step, seed, model, scored, against)
+
+    def _reference_rows(self, step: int, seed: int) -> list[dict[str, Any]]:
+        return [{"step": step, "seed": seed, "model": label, "metric": "loss", "value": self.references[name].loss}
+                for name, label in self._curves.items()]
+
+    # ------------------------------------------------------------------ training
+    def train_seeds(self, label: str, make_model: Callable[[int], nn.Module],
+                    evaluate: Callable[[nn.Module, int, int], list[dict[str, Any]]] | None,
+                    batched: bool = False, training: TrainConfig | None = None) -> dict[int, nn.Module]:
+        """A model per seed (``make_model(seed)``, moved to the device), trained with the resolved training
+        settings (or ``training``, e.g. a baseline's own optimiser), one after the other or all as one batched
+        model; returns {seed: trained model}.
+
+        Checkpoints are ``checkpoints/{label}_seed{s}.pt`` (``..._seeds{a}-{b}.pt`` when batched); their
+        fingerprint covers the label, the config's parts and the seeds. ``evaluate(model, step, seed)``'s
+        rows and the references' loss rows go to ``curves.csv``.
+        """
+        models = {seed: make_model(seed).to(self.device) for seed in self.seeds}
+        groups = [list(self.seeds)] if batched and len(self.seeds) > 1 else [[s] for s in self.seeds]
+        training = training or self.config.train_config()
+
+        def rows(model: nn.Module, step: int, seed: int) -> list[dict[str, Any]]:
+            return (evaluate(model, step, seed) if evaluate else []) + self._reference_rows(step, seed)
+
+        for seeds in groups:
+            name = f"{label}_seed{seeds[0]}" if len(seeds) == 1 else f"{label}_seeds{seeds[0]}-{seeds[-1]}"
+            fp = config_fingerprint(label, self.config.task, self.config.model, training, seeds)
+            states = train([models[s] for s in seeds], self.token_task, training, seeds, device=self.device,
+                           evaluate=rows, checkpoint_path=self.ctx.out / "checkpoints" / f"{name}.pt",
+                           fingerprint=fp, progress=self.ctx.progress, description=name)
+            for state in states:
+                self.tables["curves"].extend(state.history)
+        return models
+
+    # ------------------------------------------------------------------ results
+    @phased("out-of-distribution sweeps")
+    def add_ood(self, seed: int, predictors: Mapping[str, Predictor], n_tasks: int) -> None:
+        """The out-of-distribution sweeps (``icl_gd.regression.ood``) of the concatenated-layout task, into ``ood.csv``."""
+        task = self.token_task.task  # type: ignore[attr-defined]
+        rows = evaluate_sweeps(task, predictors, default_sweeps(task.n_context), n_tasks,
+                               self.config.evaluation.test_seed, self.device)
+        self.add_rows("ood", rows, seed=seed)
+
+
+def relative_gap(value: float, reference: float) -> float:
+    """(value - reference) / reference: how much worse than the reference (negative: better)."""
+    return (value - reference) / reference
