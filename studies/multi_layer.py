@@ -33,7 +33,7 @@ from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights, tune_gd, 
 from icl_gd.regression.iteration import UPDATES, iterated_predictions
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.metrics import regression_loss
-from icl_gd.core.phases import phased
+from icl_gd.core.progress import phased
 from icl_gd.core.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
                              loss_curves_figure, ood_figure, per_layer_loss_figure, reference_cosines_figure)
 from icl_gd.core.results import write_json

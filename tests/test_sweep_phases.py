@@ -5,14 +5,14 @@ import time
 
 import torch
 
-import icl_gd.core.phases as phases
+import icl_gd.core.progress as progress
 from icl_gd.regression.gd import tune_gd
-from icl_gd.core.phases import phase, phases_shown, tick
+from icl_gd.core.progress import phase, phases_shown, tick
 
 
 def test_a_long_phase_speaks_with_its_counters_and_a_short_or_hidden_one_does_not(monkeypatch, capsys):
-    monkeypatch.setattr(phases, "QUIET_S", 0.05)
-    monkeypatch.setattr(phases, "EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "QUIET_S", 0.05)
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
     with phases_shown(True):
         with phase("quick"):
             tick("things")
@@ -29,7 +29,7 @@ def test_a_long_phase_speaks_with_its_counters_and_a_short_or_hidden_one_does_no
 
 
 def test_the_gd_tuner_reports_its_lbfgs_evaluations(monkeypatch, capsys):
-    monkeypatch.setattr(phases, "QUIET_S", 0.0)
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)
     g = torch.Generator().manual_seed(0)
     x, w = torch.randn(64, 6, 3, generator=g, dtype=torch.float64), torch.randn(64, 1, 3, generator=g, dtype=torch.float64)
     xq = torch.randn(64, 3, generator=g, dtype=torch.float64)
@@ -37,3 +37,16 @@ def test_the_gd_tuner_reports_its_lbfgs_evaluations(monkeypatch, capsys):
         tune_gd(x, x @ w.transpose(1, 2), xq, (w @ xq[..., None])[..., 0], 3, shared=True)
     err = capsys.readouterr().err
     assert "icl-gd: tuning GD step sizes: done in" in err and "L-BFGS loss evaluations)" in err
+
+
+def test_training_bar_draws_on_stderr_only(capsys):
+    from icl_gd.core.progress import progress_bar
+
+    with progress_bar(3, "bar", True) as update:
+        for step in range(1, 4):
+            update(step, 0.5)
+    out, err = capsys.readouterr()
+    assert out == "" and "bar" in err
+    with progress_bar(3, "off", False) as update:
+        update(1, 0.5)
+    assert capsys.readouterr() == ("", "")

@@ -13,12 +13,12 @@ import io
 import json
 import math
 import os
-import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from icl_gd.core import stats
 from icl_gd.core.errors import RunDirectoryError
 
 FINISHED_MARKER = "metrics.json"
@@ -131,7 +131,7 @@ def write_metrics(out: Path, per_seed: Mapping[Any, Mapping[str, Any]],
     """Write ``metrics.json`` = {"mean", "std", "seeds"} and return the ``mean`` object. Call it last: it marks
     the run finished. ``reductions`` replaces the mean for named metrics (e.g. ``max`` for a worst-case error)."""
     mean = mean_over_seeds(per_seed, reductions)
-    spread = reduce_over_seeds(per_seed, lambda v: statistics.stdev(v) if len(v) > 1 else None)
+    spread = reduce_over_seeds(per_seed, stats.sample_std)
     write_json(Path(out) / FINISHED_MARKER,
                {"mean": mean, "std": spread, "seeds": {str(k): v for k, v in per_seed.items()}})
     return mean
@@ -141,7 +141,7 @@ def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
                     reductions: Mapping[str, Callable[[list[float]], float]] | None = None) -> dict[str, Any]:
     """The ``mean`` object of ``metrics.json``: every metric averaged over seeds, except those ``reductions``
     names, which it reduces its own way."""
-    mean = reduce_over_seeds(per_seed, statistics.fmean)
+    mean = reduce_over_seeds(per_seed, stats.mean)
     for key, reduce in (reductions or {}).items():
         mean[key] = reduce([row[key] for row in per_seed.values()])
     return mean
@@ -149,7 +149,7 @@ def mean_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
 
 def reduce_over_seeds(per_seed: Mapping[Any, Mapping[str, Any]],
                       reduce: Callable[[list[float]], Any]) -> dict[str, Any]:
-    """Each metric reduced over seeds (``statistics.fmean`` for the mean; lists element-wise); a value that is
+    """Each metric reduced over seeds (``stats.mean`` for the mean; lists element-wise); a value that is
     neither a number nor a list of numbers (a name, a setting) is taken from the first seed."""
     rows = list(per_seed.values())
 

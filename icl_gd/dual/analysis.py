@@ -11,6 +11,7 @@ sorted, the attention mass on each of the last training steps, and the training 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
+from icl_gd.core import stats
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.queries import (UnitSelection, keys_removed, layer_queries, readonly_tensor, removal_delta, score_queries, vote,
@@ -254,18 +256,19 @@ def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
 def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
     """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting; the
     authors' split by correct and misclassified queries as mean and sample std (NaN below two runs) over the runs
-    where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs)."""
+    where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs). Means and
+    stds are ``icl_gd.core.stats``'s, as in ``metrics.json``."""
     rows = []
     for setting_name, runs in analyses.items():
         for i, name in enumerate(LAYERS):
             row = {"setting": setting_name, "layer": name,
-                   **{key: float(np.mean([a.metrics[f"{name}.{key}"] for a in runs])) for key in VOTE_COLUMNS}}
+                   **{key: stats.mean([a.metrics[f"{name}.{key}"] for a in runs]) for key in VOTE_COLUMNS}}
             split = [split_votes(a, i) for a in runs]
             for key in SPLIT_VOTE_COLUMNS:
-                values = np.array([s[key] for s in split])
-                values = values[np.isfinite(values)]
-                row[key] = float(values.mean()) if len(values) else float("nan")
-                row[f"{key}_std"] = float(values.std(ddof=1)) if len(values) > 1 else float("nan")  # as metrics.json
+                values = [s[key] for s in split if math.isfinite(s[key])]
+                spread = stats.spread(values) if values else None
+                row[key] = spread.mean if spread else math.nan
+                row[f"{key}_std"] = math.nan if spread is None or spread.std is None else spread.std
             row["n_correct"] = float(sum(s["n_correct"] for s in split))
             row["n_misclassified"] = float(sum(s["n_misclassified"] for s in split))
             row["n_runs"] = len(runs)

@@ -30,7 +30,7 @@ from torch import nn
 from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError, DivergenceError
 from icl_gd.core.results import atomic_write_bytes
-from icl_gd.regression.training import progress_bar
+from icl_gd.core.progress import progress_bar
 from icl_gd.dual.corpus import Corpus, TokenStream
 from icl_gd.dual.lstm import LSTMLanguageModel, detach, record_window
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint

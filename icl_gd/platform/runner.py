@@ -16,7 +16,7 @@ import torch
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.platform.memory import check_memory
-from icl_gd.core.phases import phases_shown
+from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.runlock import RunLock
 from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, write_resolved_config

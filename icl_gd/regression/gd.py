@@ -32,7 +32,7 @@ import torch
 from icl_gd.core.errors import ConfigError, DivergenceError
 from icl_gd.regression.lsa import LSAWeights
 from icl_gd.regression.metrics import query_loss
-from icl_gd.core.phases import phased, tick
+from icl_gd.core.progress import phased, tick
 
 
 # ---------------------------------------------------------------------------------------------------- GD

@@ -27,7 +27,7 @@ from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
 from icl_gd.regression.lsa import LSAConfig
 from icl_gd.regression.metrics import Predictor
 from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
-from icl_gd.core.phases import phased
+from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, StudyRun
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.regression.training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train

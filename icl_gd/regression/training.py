@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.core.progress import progress_bar
 from icl_gd.regression.ensemble import SeedEnsemble, clip_grad_norm_per_member
 from icl_gd.core.errors import ConfigError, DivergenceError, ICLGDNotice
 from icl_gd.regression.metrics import query_loss
@@ -122,21 +123,6 @@ def make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch
     """AdamW with the config's learning rate, betas and weight decay."""
     return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2),
                              weight_decay=config.weight_decay)
-
-
-@contextmanager
-def progress_bar(total: int, description: str, enabled: bool) -> Iterator[Callable[[int, float], None]]:
-    """A rich progress bar showing step and loss; a no-op when disabled."""
-    if not enabled:
-        yield lambda step, loss: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn())
-    with Progress(*columns, transient=False) as bar:
-        task_id = bar.add_task(description, total=total, loss=float("nan"))
-        yield lambda step, loss: bar.update(task_id, completed=step, loss=loss)
 
 
 T = TypeVar("T")

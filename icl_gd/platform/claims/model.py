@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from icl_gd.core import stats
 from icl_gd.core.errors import ConfigError
 
 VERIFY_STUDY = "verify"  # the pseudo-study: every `icl-gd verify` identity, run in-process (seconds)
@@ -150,7 +150,8 @@ class Spread:
     """Per-seed values of a statistic, their mean, sample std and 95% t-interval of the mean (None for one seed).
 
     With ``log`` (and every value positive) the mean is the geometric mean, ``std`` the sample std of the logs
-    and the interval exp(mean log ± t·sd log / √n); a non-positive value falls back to the linear scale."""
+    and the interval exp(mean log ± t·sd log / √n); a non-positive value falls back to the linear scale. The
+    figures are ``icl_gd.core.stats.spread``'s; the std of one value is shown as 0."""
 
     values: tuple[float, ...]
     log: bool = False
@@ -159,31 +160,22 @@ class Spread:
     def on_log_scale(self) -> bool:
         return self.log and all(v > 0 and math.isfinite(v) for v in self.values)
 
-    def _scaled(self) -> list[float]:
-        return [math.log(v) for v in self.values] if self.on_log_scale else list(self.values)
+    @property
+    def summary(self) -> stats.Spread:
+        return stats.spread(self.values, log=self.on_log_scale)
 
     @property
     def mean(self) -> float:
-        m = statistics.fmean(self._scaled())
-        return math.exp(m) if self.on_log_scale else m
+        return self.summary.mean
 
     @property
     def std(self) -> float:
-        return statistics.stdev(self._scaled()) if len(self.values) > 1 else 0.0
+        std = self.summary.std
+        return 0.0 if std is None else std
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        n = len(self.values)
-        if n < 2 or not all(math.isfinite(v) for v in self.values):
-            return None
-        from scipy.stats import t
-
-        scaled = self._scaled()
-        centre = statistics.fmean(scaled)
-        half = float(t.ppf(0.975, n - 1)) * self.std / math.sqrt(n)
-        if self.on_log_scale:
-            return math.exp(centre - half), math.exp(centre + half)
-        return centre - half, centre + half
+        return self.summary.interval
 
 
 @dataclass(frozen=True)

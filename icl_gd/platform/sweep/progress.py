@@ -1,9 +1,12 @@
-"""The sweep's display: one bar (runs done, failed, running, ETA) and one log line per finished run."""
+"""The sweep's display on stderr: one bar (runs done, failed, running, ETA) and one log line per finished run
+(``icl_gd.core.progress`` holds the training bar and the phase lines)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
+
+from icl_gd.core.progress import stderr_console
 
 HEADLINE_METRICS = ("loss_trained", "loss_gd", "loss_gdpp", "cos_sensitivity", "pred_diff", "eta_trained", "lr_gd",
                     "test_accuracy", "verify_max_rel_error")
@@ -18,13 +21,12 @@ class SweepProgress:
         self.running: set[str] = set()
         self._bar: Any = None
         if enabled:
-            from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("done {task.fields[done]}, failed {task.fields[failed]}, "
                                             "running {task.fields[running]}"),
-                                 TextColumn("ETA"), TimeRemainingColumn(), console=Console(stderr=True))
+                                 TextColumn("ETA"), TimeRemainingColumn(), console=stderr_console())
             self._task = self._bar.add_task("sweep", total=total, done=0, failed=0, running=0)
             self._bar.start()
 

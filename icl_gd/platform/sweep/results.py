@@ -5,12 +5,12 @@ grid key, seed bands)."""
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from icl_gd.core.results import write_csv
+from icl_gd.core.stats import spread
 from icl_gd.platform.sweep.progress import HEADLINE_METRICS
 
 MAX_PANELS = 6
@@ -39,8 +39,6 @@ def sweep_rows(records: Sequence[Any], grid_keys: Sequence[str]) -> list[dict[st
 def summary_rows(records: Sequence[Any], grid_keys: Sequence[str]) -> list[dict[str, Any]]:
     """Tidy rows per grid point and metric over the runs that finished: n, mean, std (n-1), and the 95% interval
     of the mean (Student t; empty for one seed)."""
-    from scipy import stats
-
     groups: dict[tuple, dict[str, list[float]]] = {}
     points: dict[tuple, dict[str, Any]] = {}
     for record in records:
@@ -56,13 +54,14 @@ def summary_rows(records: Sequence[Any], grid_keys: Sequence[str]) -> list[dict[
     rows = []
     for key, metrics in groups.items():
         for name, values in metrics.items():
-            n, mean = len(values), statistics.fmean(values)
-            std = statistics.stdev(values) if n > 1 else None
-            half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n) if std is not None else None
-            rows.append({**points[key], "metric": name, "n": n, "mean": mean, "std": "" if std is None else std,
-                         "ci95_low": "" if half is None else mean - half,
-                         "ci95_high": "" if half is None else mean + half})
+            s = spread(values)
+            rows.append({**points[key], "metric": name, "n": s.n, "mean": s.mean, "std": _blank(s.std),
+                         "ci95_low": _blank(s.low), "ci95_high": _blank(s.high)})
     return rows
+
+
+def _blank(value: float | None) -> float | str:
+    return "" if value is None else value
 
 
 def headline_panels(records: Sequence[Any]) -> list[list[str]]:

@@ -1,5 +1,6 @@
-"""Progress for the long phases outside the training loop (tuning GD/GD++, scoring references, OOD sweeps, depth
-curves), so a deep model never leaves the terminal silent for minutes.
+"""Progress on stderr, never in a result file: the training bar (``progress_bar``), the sweep's bar
+(``icl_gd.platform.sweep.progress``, on ``stderr_console``) and the long phases outside the training loop
+(tuning GD/GD++, scoring references, OOD sweeps, depth curves), so a deep model never leaves the terminal silent.
 
 ``with phase("tuning GD++ step sizes (K=200)"):`` says nothing for a phase shorter than ``QUIET_S``; a longer one
 gets a line once it has run that long, a line every ``EVERY_S`` with its counters (``tick("L-BFGS loss
@@ -23,6 +24,29 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUIET_S = 5.0
 EVERY_S = 30.0
 
+def stderr_console() -> Any:
+    """The rich console every bar draws on: stderr, so progress never mixes with a command's output."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@contextmanager
+def progress_bar(total: int, description: str, enabled: bool) -> Iterator[Callable[[int, float], None]]:
+    """A training bar showing step and loss, ``update(step, loss)``; a no-op when disabled."""
+    if not enabled:
+        yield lambda step, loss: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn())
+    with Progress(*columns, transient=False, console=stderr_console()) as bar:
+        task_id = bar.add_task(description, total=total, loss=float("nan"))
+        yield lambda step, loss: bar.update(task_id, completed=step, loss=loss)
+
+
+# ---------------------------------------------------------------------------------------------------- phases
 _shown: contextvars.ContextVar[bool] = contextvars.ContextVar("icl_gd_phases_shown", default=False)
 _current: contextvars.ContextVar["_Phase | None"] = contextvars.ContextVar("icl_gd_phase", default=None)
 
