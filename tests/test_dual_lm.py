@@ -19,10 +19,9 @@ from icl_gd.dual.lm_analysis import (
 )
 from icl_gd.dual.lm_training import batchify, train_lm
 from icl_gd.dual.lstm import layer_modules
-from icl_gd.dual.queries import dense_scores
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
-from icl_gd.dual.verification import rebuild_weights
+from oracles import dense_scores, rebuild_weights
 
 CPU = torch.device("cpu")
 EXACT = 1e-10
@@ -35,7 +34,7 @@ def _train(tmp_path, config=TINY, seed=0, corpus=None, **kwargs):
 
 @pytest.mark.parametrize("layers,momentum,clip", [(2, 0.9, 0.3), (1, 0.0, None)])
 def test_float64_dual_form_equals_the_trained_lstm(tmp_path, layers, momentum, clip):
-    config = replace(TINY, layers=layers, momentum=momentum, clip_norm=clip)
+    config = replace(TINY, layers=layers, momentum=momentum, grad_clip=clip)
     trained, corpus = _train(tmp_path, config)
     results = verify_trained(trained)
     assert [r.layer for r in results] == [f"gates{l}" for l in range(layers)] + ["output"]
@@ -69,7 +68,7 @@ def test_float32_training_float32_keys_within_single_precision(tmp_path):
 
 
 def test_adam_leaves_a_reported_residual(tmp_path):
-    config = replace(TINY, optimizer="adam", lr=0.01, clip_norm=None)
+    config = replace(TINY, optimizer="adam", lr=0.01, grad_clip=None)
     trained, _ = _train(tmp_path, config)
     results = verify_trained(trained)
     assert all(not r.exact for r in results)

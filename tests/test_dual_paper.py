@@ -16,14 +16,17 @@ from icl_gd.dual import datasets
 from icl_gd.dual.analysis import (
     Analysis, AnalysisConfig, SpotlightScores, split_votes, spotlights, vote_table,
 )
-from icl_gd.dual.checkpoints import SettingResult, load_result, save_result
+from icl_gd.core.checkpoints import load_checkpoint, save_checkpoint
+from icl_gd.core.errors import ICLGDNotice
+from icl_gd.dual.checkpoints import SettingResult
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.queries import dense_scores, score_queries
+from icl_gd.dual.queries import score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
 from icl_gd.core.study import RunContext, resolve_study_config
 from icl_gd.studies import dual_form, get_study
+from oracles import dense_scores
 
 
 def test_spotlights_match_a_dense_recomputation(tmp_path):
@@ -56,7 +59,8 @@ def test_spotlights_match_a_dense_recomputation(tmp_path):
 
 def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
     """analyse collects the figure queries' spotlights on score_queries's pass over the units (on_block): the same
-    float32 units, so the same bits as spotlights' own pass (here even with other block sizes)."""
+    float32 units as spotlights' own pass. The blocks differ in size here, and a float32 product's last bit may
+    depend on its shape (it did on an AVX-512 CPU), so scores agree to float32 round-off; step numbers exactly."""
     tasks = TaskPairConfig(dataset="digits", train_examples=30).build()
     train_setting(ClassifierTrainingConfig(hidden=6, epochs=2, batch_size=20), "joint", tasks, seed=0,
                   memory=tmp_path, device=torch.device("cpu"))
@@ -71,9 +75,15 @@ def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
     assert sum(seen) == layer.memory.table("rows").rows and len(seen) > 2
     fused = collected.spotlight(config, **shape)
     alone = spotlights(layer, queries[[0, 3]], config, **shape)
-    for a, b in ((fused.sorted_scores, alone.sorted_scores), (fused.step_mass, alone.step_mass),
-                 (fused.top_examples, alone.top_examples), (fused.recent_steps, alone.recent_steps)):
-        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(fused.sorted_scores, alone.sorted_scores, rtol=1e-6, atol=0)  # NaN padding equal too
+    np.testing.assert_allclose(fused.step_mass, alone.step_mass, rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(fused.recent_steps, alone.recent_steps)
+    # The top examples: the same attention mass (a near-tie may swap two of them).
+    score, example = (np.concatenate(collected.parts[f]) for f in ("score", "example"))
+    by_example = np.stack([np.bincount(example, weights=score[:, i], minlength=60) for i in range(2)])
+    np.testing.assert_allclose(np.take_along_axis(by_example, alone.top_examples, 1),
+                               np.take_along_axis(by_example, fused.top_examples, 1), rtol=1e-6, atol=0)
+    assert (fused.top_examples == alone.top_examples).mean() > 0.8
 
 
 def _votes(prediction, label, vote) -> Analysis:
@@ -107,22 +117,25 @@ def _fields(analysis: Analysis) -> tuple:
 
 
 def test_saved_results_load_only_for_their_fingerprint(tmp_path):
-    path = tmp_path / "results" / "joint" / "seed-0.pkl"
+    path = tmp_path / "results" / "joint" / "seed-0.pt"
     result = SettingResult({"test_accuracy": 0.5}, [{"step": 1}], _votes([0], [0], [0]), 1.5)
-    save_result(path, "abc", result)
-    loaded = load_result(path, "abc")
+    save_checkpoint(path, "abc", result)
+    loaded = load_checkpoint(path, "abc")
     assert loaded.accuracies == {"test_accuracy": 0.5} and loaded.wall_seconds == 1.5
     np.testing.assert_array_equal(loaded.analysis.votes[0], [0])
-    assert load_result(path, "other") is None
+    with pytest.warns(ICLGDNotice, match="belongs to other settings"):
+        assert load_checkpoint(path, "other") is None
+    save_checkpoint(path, "abc", result)
     path.write_bytes(path.read_bytes()[:20])  # truncated
-    assert load_result(path, "abc") is None
-    assert load_result(tmp_path / "absent.pkl", "abc") is None
+    with pytest.warns(ICLGDNotice, match="is unreadable"):
+        assert load_checkpoint(path, "abc") is None
+    assert load_checkpoint(tmp_path / "absent.pt", "abc") is None
 
 
 def test_paper_preset_is_the_authors_setup():
     config = resolve_study_config(get_study("dual-form"), "paper")
     t = config.training
-    assert (t.hidden, t.batch_size, t.lr, t.momentum, t.weight_decay, t.lr_decay, t.clip_norm) == (
+    assert (t.hidden, t.batch_size, t.lr, t.momentum, t.weight_decay, t.lr_decay, t.grad_clip) == (
         800, 128, 3e-3, 0.9, 0.0, 1.0, 1.0)
     assert (t.epochs, t.steps, t.continual_phase_steps) == (None, 5000, 3000)
     d = config.data

@@ -8,10 +8,11 @@ import torch
 
 from icl_gd.constructions.dual_form import DualCase, train_recorded
 from icl_gd.dual.queries import (
-    UnitSelection, dense_scores, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement,
+    UnitSelection, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement,
 )
 from icl_gd.dual.units import dual_layer
 from icl_gd.core.errors import ConfigError
+from oracles import dense_scores
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,12 @@ def test_float32_scoring_close_to_float64(run):
     s32 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16)
     s64 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, dtype=torch.float64)
     np.testing.assert_allclose(s32.attention_by_class, s64.attention_by_class, rtol=1e-5)
-    np.testing.assert_array_equal(s32.attention_top.row[:, 0], s64.attention_top.row[:, 0])
+    top32, top64 = s32.attention_top, s64.attention_top
+    np.testing.assert_allclose(top32.score[:, 0], top64.score[:, 0], rtol=1e-5)
+    # The same unit wins wherever float32 can tell the float64 top two apart (a near-tie may go either way).
+    clear = np.abs(top64.score[:, 0] - top64.score[:, 1]) > 1e-5 * np.abs(top64.score[:, 0])
+    assert clear.sum() >= len(clear) - 1
+    np.testing.assert_array_equal(top32.row[clear, 0], top64.row[clear, 0])
 
 
 def test_bfloat16_products_are_close_to_float32(run):

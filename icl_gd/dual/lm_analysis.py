@@ -2,10 +2,10 @@
 
 A query is a position in the test text: the model reads the ``context`` words up to it from a zero state and
 predicts the next word. Each recorded layer's query is its input at that last step (the output layer: h_t; gate
-layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, as in ``queries.score_queries``): attention
-a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's logit, where r = ∂ logit /
-∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial weights' part is
-the logit exactly; for gate layers it is the first-order effect through the last step's gates.
+layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, by ``queries.scan_units`` as for images):
+attention a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's logit, where
+r = ∂ logit / ∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial
+weights' part is the logit exactly; for gate layers it is the first-order effect through the last step's gates.
 
 Per layer: verification against the trained weights, top keys (with their training passages), how often the top
 keys' next word is the predicted word, entropy and effective number of keys, attention over training steps,
@@ -27,9 +27,9 @@ from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
-from icl_gd.dual.queries import readonly_tensor, _TopK, TopUnits, keys_removed
+from icl_gd.dual.queries import TopUnits, keys_removed, scan_units
 from icl_gd.dual.storage import LayerMemory, open_memory
-from icl_gd.dual.units import PROVENANCE_FIELDS, DualLayer, dual_layer
+from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 
 CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
@@ -125,56 +125,36 @@ class LMScores:
 
 def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int, step_bins: int, n_epochs: int,
              n_curves: int, block_rows: int = 4096) -> LMScores:
-    """Score ``queries (nq, in)`` with ``readouts (nq, out)`` against every key of ``layer``, blocked (float32
-    products, float64 totals); the first ``n_curves`` queries also keep their full attention for the curves."""
-    q = torch.as_tensor(queries, dtype=torch.float32)
-    r = torch.as_tensor(readouts, dtype=torch.float32)
-    nq = q.shape[0]
+    """Score ``queries (nq, in)`` with ``readouts (nq, out)`` against every key of ``layer`` (``scan_units``:
+    float32 products, float64 totals); the first ``n_curves`` queries also keep their full attention for the
+    curves."""
+    nq = len(queries)
     n_keys = layer.memory.table("rows").rows
     n_steps = max(layer.n_steps, 1)
     step_bins = min(step_bins, n_steps)  # no empty bins on short runs
-    offset = 1.0 if layer.has_bias else 0.0
-    shared = bool(np.array_equal(layer.coef_w, layer.coef_b))
-    top_att, top_pro = _TopK(nq, k), _TopK(nq, k)
     total = torch.zeros(nq, dtype=torch.float64)
-    xlogx = torch.zeros(nq, dtype=torch.float64)
     by_group = torch.zeros(nq, step_bins + n_epochs, dtype=torch.float64)
     n_curves = min(n_curves, nq)
     full = np.zeros((n_curves, n_keys), dtype=np.float32)
-    provenance: dict[str, list[np.ndarray]] = {f: [] for f in PROVENANCE_FIELDS}
-    for block in layer.blocks(block_rows, dtype="float32"):
+
+    def add(block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None:
         first, b = int(block.row[0]), len(block.row)
-        for f in provenance:
-            provenance[f].append(np.array(getattr(block, f)))
-        raw = q @ readonly_tensor(block.key).T  # (nq, b): k_u·q
-        contribution = r @ torch.from_numpy(block.value).T  # (nq, b): r·v_u
-        if block.bias_value is not None and not shared:
-            contribution.mul_(raw).add_(r @ torch.from_numpy(block.bias_value).T)
-            raw.add_(offset)
-        else:
-            raw.add_(offset)  # v^b = v: c_u = (r·v_u)([k_u; 1]·[q; 1])
-            contribution.mul_(raw)
-        attention = raw.abs_()
-        top_att.update(attention, first)
-        top_pro.update(contribution, first)
         steps = np.minimum(block.step, n_steps - 1)
         groups = np.concatenate([np.minimum(steps * step_bins // n_steps, step_bins - 1)[:, None],
                                  step_bins + np.minimum(block.epoch, n_epochs - 1)[:, None]], 1)
         onehot = torch.zeros(b, step_bins + n_epochs, dtype=torch.float32)
         onehot.scatter_(1, torch.from_numpy(groups.astype(np.int64)), 1.0)
-        by_group += (attention @ onehot).double()
-        total += attention.sum(1).double()
+        by_group.add_((attention @ onehot).double())
+        total.add_(attention.sum(1).double())
         if n_curves:
             full[:, first:first + b] = attention[:n_curves].numpy()
-        xlogx += torch.xlogy(attention, attention).sum(1).double()
-    prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
-    safe = torch.where(total > 0, total, torch.ones_like(total))
-    entropy = (torch.log(safe) - xlogx / safe).numpy()
+
+    scan = scan_units(layer, queries, readouts, k, block_rows, add)
     rank = np.unique(np.geomspace(1, max(n_keys, 1), CURVE_POINTS).astype(np.int64)) - 1
     curves = np.sort(full, axis=1)[:, ::-1][:, rank] / np.maximum(total[:n_curves, None].numpy(), 1e-300)
     groups = by_group.numpy()
-    return LMScores(top_att.result(prov), top_pro.result(prov), total.numpy(), entropy, groups[:, :step_bins],
-                    groups[:, step_bins:], rank + 1, curves, n_keys)
+    return LMScores(scan.attention_top, scan.proponents, total.numpy(), scan.entropy(total).numpy(),
+                    groups[:, :step_bins], groups[:, step_bins:], rank + 1, curves, n_keys)
 
 
 def gather_units(layer: DualLayer, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:

@@ -100,6 +100,103 @@ def _one_hot(ids: np.ndarray, n: int, what: str, dtype: torch.dtype) -> torch.Te
     return onehot
 
 
+@dataclass(frozen=True)
+class UnitScan:
+    """What every scorer keeps from one blocked pass over a layer's units: the top-k units per query by attention
+    and by contribution (and the most negative contributions when asked for), and Σ_u |a_u| log |a_u| per query
+    ``xlogx (nq,)`` (float64), from which ``entropy`` follows given the total attention."""
+
+    attention_top: TopUnits
+    proponents: TopUnits
+    opponents: TopUnits | None
+    xlogx: torch.Tensor
+
+    def entropy(self, attention_total: torch.Tensor) -> torch.Tensor:
+        """(nq,) entropy of p_u = |a_u| / S in nats, H = log S - Σ|a| log|a| / S, for the totals S ``(nq,)``."""
+        safe = torch.where(attention_total > 0, attention_total, torch.ones_like(attention_total))
+        return torch.log(safe) - self.xlogx / safe
+
+
+def scan_units(
+    layer: DualLayer,
+    queries: np.ndarray | torch.Tensor,
+    readouts: np.ndarray | torch.Tensor,
+    k: int,
+    block_rows: int,
+    on_scores: Callable[[UnitBlock, torch.Tensor, torch.Tensor], None],
+    dtype: torch.dtype = torch.float32,
+    matmul_dtype: torch.dtype | None = None,
+    opponents: bool = False,
+    on_block: Callable[[UnitBlock], None] | None = None,
+) -> UnitScan:
+    """The blocked scorer of images and text: every unit u of ``layer`` against ``queries (nq, in)`` with
+    read-outs ``readouts (nq, out)``, block by block, in ``dtype`` on the CPU. ``on_scores(block, attention,
+    contribution)`` gets each block's ``(nq, b)`` attention |a_u| and contribution c_u to sum as it needs (they
+    are overwritten afterwards: copy what must outlive the call); the top-k lists and Σ|a| log|a| are kept here.
+
+    ``matmul_dtype=torch.bfloat16`` computes the k·q products in bfloat16 (about 4x faster on CPUs with
+    AVX512-BF16, scores good to about 3 significant digits, so near-ties in the top-k may swap); the default
+    computes them in ``dtype``. ``on_block(block)`` sees every block of units (read-only) before it is scored:
+    another computation over the same units without reading them again."""
+    if matmul_dtype not in (None, dtype, torch.bfloat16, torch.float16):
+        raise ConfigError(f"matmul_dtype must be None, {dtype}, bfloat16 or float16, got {matmul_dtype}")
+    q = torch.as_tensor(np.asarray(queries), dtype=dtype)
+    q_low = None if matmul_dtype in (None, dtype) else q.to(matmul_dtype)
+    r = torch.as_tensor(np.asarray(readouts), dtype=dtype)
+    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    if q.ndim != 2 or q.shape[1] != d_in:
+        raise ConfigError(f"queries must be (nq, {d_in}), got {tuple(q.shape)}")
+    if r.shape != (q.shape[0], d_out):
+        raise ConfigError(f"readouts must be ({q.shape[0]}, {d_out}), got {tuple(r.shape)}")
+    for name, value in (("k", k), ("block_rows", block_rows)):
+        if value <= 0:
+            raise ConfigError(f"{name} must be positive, got {value}")
+    nq = q.shape[0]
+    offset = 1.0 if layer.has_bias else 0.0
+    shared_coefficients = bool(np.array_equal(layer.coef_w, layer.coef_b))
+    top_att, top_pro = _TopK(nq, k), _TopK(nq, k)
+    top_opp = _TopK(nq, k) if opponents else None
+    xlogx = torch.zeros(nq, dtype=torch.float64)
+    provenance: dict[str, list[np.ndarray]] = {f: [] for f in PROVENANCE_FIELDS}
+    # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory. The (nq, b)
+    # work matrices are allocated once: fresh 100 MB tensors per block cost more in page faults than the
+    # arithmetic on them.
+    raw_buffer = torch.empty(nq * block_rows, dtype=dtype)
+    contribution_buffer = torch.empty(nq * block_rows, dtype=dtype)
+    bias_buffer = torch.empty(nq * block_rows if layer.has_bias and not shared_coefficients else 0, dtype=dtype)
+    for block in layer.blocks(block_rows, dtype=str(dtype).removeprefix("torch.")):
+        first, b = int(block.row[0]), len(block.row)
+        if on_block is not None:
+            on_block(block)
+        for f in provenance:
+            provenance[f].append(np.array(getattr(block, f)))
+        key = readonly_tensor(block.key)
+        raw = raw_buffer[: nq * b].view(nq, b)  # (nq, b) k_u · q
+        if q_low is None:
+            torch.mm(q, key.T, out=raw)
+        else:
+            raw.copy_(torch.mm(q_low, key.to(q_low.dtype).T))
+        contribution = torch.mm(r, torch.from_numpy(block.value).T, out=contribution_buffer[: nq * b].view(nq, b))
+        if block.bias_value is not None and not shared_coefficients:
+            bias = torch.mm(r, torch.from_numpy(block.bias_value).T, out=bias_buffer[: nq * b].view(nq, b))
+            contribution.mul_(raw).add_(bias)  # (r·v_u)(k_u·q) + r·v^b_u
+            raw.add_(offset)
+        else:
+            # Weight and bias share coefficients (v^b = v): c_u = (r·v_u)([k_u; 1]·[q; 1]) = (r·v_u) a_u.
+            raw.add_(offset)
+            contribution.mul_(raw)
+        attention = raw.abs_()  # |a_u| = |k_u·q + 1| (+1 for the bias's augmented key)
+        top_att.update(attention, first)
+        top_pro.update(contribution, first)
+        if top_opp is not None:
+            top_opp.update(contribution, first, largest=False)
+        on_scores(block, attention, contribution)
+        xlogx += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
+    prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
+    return UnitScan(top_att.result(prov), top_pro.result(prov),
+                    None if top_opp is None else top_opp.result(prov, -1.0), xlogx)
+
+
 def score_queries(
     layer: DualLayer,
     queries: np.ndarray | torch.Tensor,
@@ -114,90 +211,40 @@ def score_queries(
     matmul_dtype: torch.dtype | None = None,
     on_block: Callable[[UnitBlock], None] | None = None,
 ) -> QueryScores:
-    """Score ``queries (nq, in)`` against every unit of ``layer``; ``readouts (nq, out)`` give the read-out
-    direction per query. ``n_examples`` also returns per-example totals ``(nq, N)``. Runs on the CPU in
-    ``dtype`` (float32 by default: keys are stored in float32 or float16), totals accumulated in float64.
-
-    ``matmul_dtype=torch.bfloat16`` computes the k·q products in bfloat16 (about 4x faster on CPUs with
-    AVX512-BF16, scores good to about 3 significant digits, so near-ties in the top-k may swap); the default
-    computes them in ``dtype``. ``on_block(block)`` sees every block of units (read-only) as it is scored: another
-    computation over the same units without reading them again."""
-    if matmul_dtype not in (None, dtype, torch.bfloat16, torch.float16):
-        raise ConfigError(f"matmul_dtype must be None, {dtype}, bfloat16 or float16, got {matmul_dtype}")
-    q = torch.as_tensor(np.asarray(queries), dtype=dtype)
-    q_low = None if matmul_dtype in (None, dtype) else q.to(matmul_dtype)
-    r = torch.as_tensor(np.asarray(readouts), dtype=dtype)
-    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
-    if q.ndim != 2 or q.shape[1] != d_in:
-        raise ConfigError(f"queries must be (nq, {d_in}), got {tuple(q.shape)}")
-    if r.shape != (q.shape[0], d_out):
-        raise ConfigError(f"readouts must be ({q.shape[0]}, {d_out}), got {tuple(r.shape)}")
-    for name, value in (("k", k), ("n_classes", n_classes), ("n_tasks", n_tasks), ("n_epochs", n_epochs),
-                        ("block_rows", block_rows)):
+    """Score ``queries (nq, in)`` against every unit of ``layer`` (``scan_units``); ``readouts (nq, out)`` give
+    the read-out direction per query. Totals per class, task, epoch and (task, epoch), accumulated in float64
+    from one-hot products of each block; ``n_examples`` also returns per-example totals ``(nq, N)``."""
+    for name, value in (("n_classes", n_classes), ("n_tasks", n_tasks), ("n_epochs", n_epochs)):
         if value <= 0:
             raise ConfigError(f"{name} must be positive, got {value}")
-    nq = q.shape[0]
-    offset = 1.0 if layer.has_bias else 0.0
+    nq = len(queries)
     groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
     att_groups = torch.zeros(nq, groups, dtype=torch.float64)
     con_groups = torch.zeros(nq, groups, dtype=torch.float64)
-    xlogx_total = torch.zeros(nq, dtype=torch.float64)
     per_example = n_examples is not None
     att_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
     con_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
-    top_att, top_pro, top_opp = _TopK(nq, k), _TopK(nq, k), _TopK(nq, k)
-    provenance: dict[str, list[np.ndarray]] = {f: [] for f in PROVENANCE_FIELDS}
-    np_dtype = str(dtype).removeprefix("torch.")
-    shared_coefficients = bool(np.array_equal(layer.coef_w, layer.coef_b))
-    # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory. The two
-    # (nq, b) work matrices are allocated once: fresh 100 MB tensors per block cost more in page faults than
-    # the arithmetic on them.
-    raw_buffer = torch.empty(nq * block_rows, dtype=dtype)
-    contribution_buffer = torch.empty(nq * block_rows, dtype=dtype)
-    for block in layer.blocks(block_rows, dtype=np_dtype):
-        first, b = int(block.row[0]), len(block.row)
-        if on_block is not None:
-            on_block(block)
-        for f in provenance:
-            provenance[f].append(np.array(getattr(block, f)))
-        key = readonly_tensor(block.key)
-        raw = raw_buffer[: nq * b].view(nq, b)  # (nq, b) x_u · q
-        if q_low is None:
-            torch.mm(q, key.T, out=raw)
-        else:
-            raw.copy_(torch.mm(q_low, key.to(q_low.dtype).T))
-        contribution = torch.mm(r, torch.from_numpy(block.value).T, out=contribution_buffer[: nq * b].view(nq, b))
-        if block.bias_value is not None and not shared_coefficients:
-            contribution.mul_(raw).addmm_(r, torch.from_numpy(block.bias_value).T)  # (r·v_u) a_u + r·v^b_u
-            attention = raw.add_(offset).abs_()
-        else:
-            # Weight and bias share coefficients (v^b = v): c_u = (r·v_u)([x_u; 1]·[q; 1]) = (r·v_u) a_u.
-            raw.add_(offset)
-            contribution.mul_(raw)
-            attention = raw.abs_()
-        top_att.update(attention, first)
-        top_pro.update(contribution, first)
-        top_opp.update(contribution, first, largest=False)
+
+    def add(block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None:
         onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
                             _one_hot(block.task, n_tasks, "tasks", dtype),
                             _one_hot(block.epoch, n_epochs, "epochs", dtype),
                             _one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
                             ], 1)  # (b, groups)
-        att_groups += (attention @ onehot).to(torch.float64)  # block sums in the working dtype, totals in float64
-        con_groups += (contribution @ onehot).to(torch.float64)
+        att_groups.add_((attention @ onehot).to(torch.float64))  # block sums in the working dtype, totals float64
+        con_groups.add_((contribution @ onehot).to(torch.float64))
         if per_example:
             if block.example.max() >= n_examples:
                 raise ConfigError(f"example id {int(block.example.max())} >= n_examples={n_examples}")
             index = torch.from_numpy(block.example.astype(np.int64))
             att_example.index_add_(1, index, attention.to(torch.float64))
             con_example.index_add_(1, index, contribution.to(torch.float64))
-        xlogx_total += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
+
+    scan = scan_units(layer, queries, readouts, k, block_rows, add, dtype, matmul_dtype, opponents=True,
+                      on_block=on_block)
     # Every unit has exactly one class, so the class totals sum to the overall totals.
     att_total = att_groups[:, :n_classes].sum(1)
     con_total = con_groups[:, :n_classes].sum(1)
-    prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
-    safe_total = torch.where(att_total > 0, att_total, torch.ones_like(att_total))
-    entropy = torch.log(safe_total) - xlogx_total / safe_total  # H = log S - Σ|a| log|a| / S
 
     def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         m = m.numpy()
@@ -208,33 +255,15 @@ def score_queries(
     att_c, att_t, att_e, att_te = split(att_groups)
     con_c, con_t, con_e, _ = split(con_groups)
     return QueryScores(
-        attention_top=top_att.result(prov), proponents=top_pro.result(prov), opponents=top_opp.result(prov, -1.0),
-        attention_total=att_total.numpy(), contribution_total=con_total.numpy(), entropy=entropy.numpy(),
+        attention_top=scan.attention_top, proponents=scan.proponents, opponents=scan.opponents,
+        attention_total=att_total.numpy(), contribution_total=con_total.numpy(),
+        entropy=scan.entropy(att_total).numpy(),
         attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
         contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
         attention_by_task_epoch=att_te,
         attention_by_example=None if att_example is None else att_example.numpy(),
         contribution_by_example=None if con_example is None else con_example.numpy(),
     )
-
-
-def dense_scores(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Reference: the full ``(units, nq)`` attention and contribution matrices in float64, plus provenance.
-
-    Only for small memories (tests): it holds every unit in RAM.
-    """
-    blocks = list(layer.blocks(dtype="float64"))
-    key = np.concatenate([b.key for b in blocks])
-    value = np.concatenate([b.value for b in blocks])
-    q = np.asarray(queries, np.float64)
-    r = np.asarray(readouts, np.float64)
-    raw = key @ q.T
-    contribution = (value @ r.T) * raw
-    if layer.has_bias:
-        contribution += np.concatenate([b.bias_value for b in blocks]) @ r.T
-    attention = np.abs(raw + (1.0 if layer.has_bias else 0.0))
-    prov = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in PROVENANCE_FIELDS}
-    return attention, contribution, prov
 
 
 def vote(attention_by_class: np.ndarray) -> np.ndarray:

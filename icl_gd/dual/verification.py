@@ -47,29 +47,6 @@ def _errors(actual: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
     return diff, diff / scale if scale > 0 else diff
 
 
-def rebuild_weights(layer: DualLayer, compact: bool = True, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(W (out, in), b (out,) or None)`` = a W_0 + Σ v kᵀ in float64.
-
-    ``compact`` uses the per-example compression on compressed layers (one key, summed values per example);
-    otherwise every (example, step) unit is summed, which must agree to round-off.
-    """
-    W = layer.initial_scale_w * layer.initial_weight.astype(np.float64)
-    b0 = layer.initial_bias
-    b = None if b0 is None else layer.initial_scale_b * b0.astype(np.float64)
-    if compact and layer.memory.info["compressed"]:
-        _, keys = layer.compact_keys()
-        _, values, bias_values = layer.example_values(block_rows)
-        W = W + values.T @ keys.astype(np.float64)
-        if b is not None:
-            b = b + bias_values.sum(axis=0)
-        return W, b
-    for block in layer.blocks(block_rows):
-        W += block.value.T @ block.key
-        if b is not None:
-            b += block.bias_value.sum(axis=0)
-    return W, b
-
-
 def _checked_queries(layer: DualLayer, queries: np.ndarray) -> np.ndarray:
     q = np.asarray(queries, dtype=np.float64)
     if q.ndim != 2 or q.shape[1] != layer.initial_weight.shape[1]:
@@ -87,9 +64,10 @@ def _initial_outputs(layer: DualLayer, q: np.ndarray) -> np.ndarray:
 
 def rebuild_and_outputs(layer: DualLayer, queries: np.ndarray,
                         block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
-    """``(W, b, outputs)``: ``rebuild_weights(layer)`` and ``dual_outputs(layer, queries)`` from one pass over the
-    stored units instead of two. The products and sums are the same, in the same order, so the results are the
-    same bits; at paper size reading and converting the units costs as much as the products."""
+    """``(W, b, outputs)`` from one pass over the stored units, in float64: the rebuilt weights
+    W = a_W W_0 + Σ_u v_u k_uᵀ (on a compressed layer: per-example value sums times the example's one key) and
+    b = a_b b_0 + Σ_u v^b_u, and the dual outputs a_W W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u for
+    ``queries (nq, in)``. Blocked over units, so the (units × queries) attention matrix is never held whole."""
     q = _checked_queries(layer, queries)
     W = layer.initial_scale_w * layer.initial_weight.astype(np.float64)
     b0 = layer.initial_bias
@@ -120,21 +98,6 @@ def rebuild_and_outputs(layer: DualLayer, queries: np.ndarray,
         if b is not None:
             b = b + bias_values.numpy().sum(axis=0)
     return W, b, out
-
-
-def dual_outputs(layer: DualLayer, queries: np.ndarray, block_rows: int = 32768) -> np.ndarray:
-    """``(nq, out)``: a W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u for ``queries (nq, in)``, in float64.
-
-    Blocked over units, so the (units × queries) attention matrix is never held whole.
-    """
-    q = _checked_queries(layer, queries)
-    out = _initial_outputs(layer, q)
-    for block in layer.blocks(block_rows):
-        attention = block.key @ q.T  # (b, nq): k_u · q
-        out += attention.T @ block.value
-        if block.bias_value is not None:
-            out += block.bias_value.sum(axis=0)
-    return out
 
 
 def verify_layer(
