@@ -27,4 +27,12 @@ def get_study(name: str) -> Study:
     return REGISTRY.get(name)
 
 
+def run(name: str, out, **options):
+    """Run study ``name`` into ``out`` and return the finished run (``icl_gd.api.run_study`` with ``REGISTRY``;
+    ``options``: preset, steps, seeds, overrides, device, threads, progress, force)."""
+    from icl_gd.api import run_study
+
+    return run_study(name, out, registry=REGISTRY, **options)
+
+
 __all__ = ["REGISTRY", "RunContext", "Study", "get_study", "study_names"]
