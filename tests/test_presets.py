@@ -54,14 +54,14 @@ def test_cli_config_names_the_preset(tmp_path):
     assert result.output.splitlines()[0].startswith("single-layer, preset default")
 
 
-def test_readme_departures_table_is_rendered_from_the_list():
+def test_docs_departures_table_is_rendered_from_the_list():
     from pathlib import Path
 
-    from icl_gd.platform.departures import DEPARTURES, README_END, README_START, departures_table_markdown
+    from icl_gd.platform.departures import DEPARTURES, TABLE_END, TABLE_START, departures_table_markdown
     from icl_gd.studies import get_study, study_names
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = text[text.index(README_START):text.index(README_END) + len(README_END)]
-    assert block == departures_table_markdown(), "run: python -m icl_gd.platform.departures README.md"
+    text = (Path(__file__).resolve().parents[1] / "docs" / "departures.md").read_text()
+    block = text[text.index(TABLE_START):text.index(TABLE_END) + len(TABLE_END)]
+    assert block == departures_table_markdown(), "run: python -m icl_gd.platform.departures docs/departures.md"
     for departure in DEPARTURES:  # each row names a study that really has the paper preset it departs from
         assert departure.study in study_names() and "paper" in get_study(departure.study).preset_names()

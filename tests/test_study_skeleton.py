@@ -1,4 +1,5 @@
-"""The study skeleton (icl_gd.study): the README's worked example runs as written, and what every study shares."""
+"""The study skeleton (icl_gd.core.study): the worked example of docs/adding-a-study.md runs as written, and what
+every study shares."""
 
 import csv
 import importlib.util
@@ -15,12 +16,12 @@ from icl_gd.core.study import RunContext
 from icl_gd.regression.study import TrainingConfig
 from icl_gd.studies import get_study, study_names
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+EXAMPLE_PAGE = Path(__file__).resolve().parents[1] / "docs" / "adding-a-study.md"
 TINY = ["steps=30", "n_test=256", "n_tune=512", "batch_size=64", "eval_every=10", "seeds=2"]
 
 
-def _readme_example(tmp_path):
-    text = README.read_text()
+def _documented_example(tmp_path):
+    text = EXAMPLE_PAGE.read_text()
     code = re.search(r"<!-- example-study -->\n```python\n(.*?)```", text, re.S).group(1)
     assert len(code.splitlines()) <= 40
     path = tmp_path / "noisy_labels.py"
@@ -34,7 +35,7 @@ def _readme_example(tmp_path):
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("example")
-    module = _readme_example(tmp)
+    module = _documented_example(tmp)
     config = apply_overrides(module.STUDY.default_config(), TINY + ["ridge=0.25"])
     out = tmp / "run"
     out.mkdir()
@@ -42,7 +43,7 @@ def example_run(tmp_path_factory):
     return config, out, mean
 
 
-def test_readme_example_writes_a_complete_run(example_run):
+def test_documented_example_writes_a_complete_run(example_run):
     config, out, mean = example_run
     assert config.ridge == 0.25 and config.task.label_noise == 0.5
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["trained_seed0.pt", "trained_seed1.pt"]

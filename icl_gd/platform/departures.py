@@ -1,7 +1,7 @@
 """Where each study's ``default`` preset departs from the paper's set-up (its ``paper`` preset), and why.
 
-One list, rendered twice: the README's table of departures and the reproduction report's (a test keeps the
-README's copy in step with this one).
+One list, rendered twice: the table in ``docs/departures.md`` and the reproduction report's (a test keeps the
+page's copy in step with this one).
 """
 
 from __future__ import annotations
@@ -89,20 +89,20 @@ DEPARTURES: tuple[Departure, ...] = (
 )
 
 
-README_START = "<!-- departures:start (rendered from icl_gd/platform/departures.py; a test keeps it in step) -->"
-README_END = "<!-- departures:end -->"
+TABLE_START = "<!-- departures:start (rendered from icl_gd/platform/departures.py; a test keeps it in step) -->"
+TABLE_END = "<!-- departures:end -->"
 
 
 def departures_table_markdown() -> str:
-    """The README's table (study | key | paper | our default | why), between its markers."""
-    lines = [README_START, "", "| study | key | paper (authors' code) | our default | why |", "|---|---|---|---|---|"]
+    """The table of ``docs/departures.md`` (study | key | paper | our default | why), between its markers."""
+    lines = [TABLE_START, "", "| study | key | paper (authors' code) | our default | why |", "|---|---|---|---|---|"]
     lines += [f"| `{d.study}` | {d.key} | {d.paper_value} | {d.ours} | {d.why} |" for d in DEPARTURES]
-    return "\n".join(lines + ["", README_END])
+    return "\n".join(lines + ["", TABLE_END])
 
 
-if __name__ == "__main__":  # python -m icl_gd.platform.departures README.md: re-render the README's table
+if __name__ == "__main__":  # python -m icl_gd.platform.departures docs/departures.md: re-render the page's table
     import sys
 
     from icl_gd.core.results import replace_marked_block
 
-    replace_marked_block(sys.argv[1], README_START, README_END, departures_table_markdown())
+    replace_marked_block(sys.argv[1], TABLE_START, TABLE_END, departures_table_markdown())
