@@ -18,7 +18,6 @@ app = typer.Typer(
 )
 
 USAGE_ERRORS = (ConfigError, RunDirectoryError)
-HEADLINE = ("lr_gd", "eta_trained", "cos_sensitivity", "test_accuracy", "verify_max_rel_error")
 
 
 def _version(value: bool) -> None:
@@ -95,8 +94,9 @@ def run(
             raise
         typer.echo(f"icl-gd: error: {out_of_memory_message(exc, device)}", err=True)
         raise typer.Exit(1)
-    headline = [k for k in mean if isinstance(mean[k], float) and (k.startswith("loss_") or k in HEADLINE)]
-    summary = ", ".join(f"{k}={mean[k]:.4g}" for k in headline[:8])
+    from icl_gd.core.study import headline_metrics
+
+    summary = ", ".join(f"{k}={v:.4g}" for k, v in headline_metrics(REGISTRY.get(study), mean).items())
     typer.echo(f"{study}: wrote {out}  ({summary})")
 
 

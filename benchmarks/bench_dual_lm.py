@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_gd.dual.corpus import load_raw, tokenise  # noqa: E402
 from icl_gd.dual.lm_analysis import score_lm  # noqa: E402
-from icl_gd.dual.lm_training import LMTrainingConfig, batchify, build_model, make_optimizer, train_lm  # noqa: E402
+from icl_gd.core.optim import clip_gradients, make_optimizer  # noqa: E402
+from icl_gd.dual.lm_training import LMTrainingConfig, batchify, build_model, train_lm  # noqa: E402
 from icl_gd.dual.lstm import detach  # noqa: E402
 from icl_gd.dual.storage import open_memory  # noqa: E402
 from icl_gd.dual.units import dual_layer  # noqa: E402
@@ -52,7 +53,7 @@ def store_gb(root: Path) -> float:
 def plain_epoch(config: LMTrainingConfig, corpus, seed: int = 0) -> float:
     """Seconds for one epoch of the same training loop with nothing recorded."""
     model = build_model(config, corpus.vocab_size, seed, torch.device("cpu"))
-    optimizer = make_optimizer(config, model)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config)
     data = batchify(corpus.train, config.batch_size)
     state = model.initial_state(config.batch_size)
     started = time.perf_counter()
@@ -62,7 +63,7 @@ def plain_epoch(config: LMTrainingConfig, corpus, seed: int = 0) -> float:
         loss = nn.functional.cross_entropy(model.output(h.reshape(-1, config.hidden)),
                                            data.ids[start + 1:start + 1 + length].reshape(-1))
         loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+        clip_gradients(model.parameters(), config.grad_clip)
         optimizer.step()
         state = detach(state)
     return time.perf_counter() - started

@@ -27,7 +27,7 @@ from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge
 
 TOLERANCE = 1e-10
 TINY = LMTrainingConfig(embed=5, hidden=6, layers=2, bptt=7, batch_size=4, epochs=2, lr=0.5, momentum=0.9,
-                        weight_decay=0.01, lr_decay=0.5, clip_norm=0.3, dtype="float64", key_dtype="float64",
+                        weight_decay=0.01, lr_decay=0.5, grad_clip=0.3, dtype="float64", key_dtype="float64",
                         checkpoint_every=1000)
 
 
@@ -64,5 +64,5 @@ def _check(config: LMTrainingConfig, seed: int) -> CheckResult:
 IDENTITY_CHECKS: tuple[IdentityCheck, ...] = (
     IdentityCheck("dual form LSTM LM: 2 layers, SGD momentum+decay+clip+lr decay", lambda: _check(TINY, 0)),
     IdentityCheck("dual form LSTM LM: 1 layer, plain SGD, no clipping",
-                  lambda: _check(replace(TINY, layers=1, momentum=0.0, clip_norm=None), 1)),
+                  lambda: _check(replace(TINY, layers=1, momentum=0.0, grad_clip=None), 1)),
 )

@@ -30,13 +30,13 @@ from icl_gd.core.config import require_non_negative, require_positive_ints, sett
 from icl_gd.dual.analysis import (
     Analysis, AnalysisConfig, analyse, headline, verification_table, vote_table,
 )
-from icl_gd.dual.checkpoints import SettingResult, load_result, save_result
+from icl_gd.dual.checkpoints import SettingResult
 from icl_gd.dual.classifier import TaskPair, TaskPairConfig
 from icl_gd.dual.figures import setting_figures, summary_figures
 from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
-from icl_gd.core.results import write_csv, write_json, write_metrics
-from icl_gd.core.study import RunContext, Study
-from icl_gd.regression.training import config_fingerprint
+from icl_gd.core.checkpoints import config_fingerprint
+from icl_gd.core.results import write_json
+from icl_gd.core.study import RunContext, Study, StudyRun
 
 
 @dataclass(frozen=True)
@@ -58,39 +58,30 @@ class DualFormConfig:
 
 def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
     tasks = config.data.build()
-    curves, removals, per_seed = [], [], {}
+    run = StudyRun(ctx, range(config.seed, config.seed + config.seeds))
     analyses: dict[str, list[Analysis]] = {s: [] for s in config.settings}
     seconds = dict.fromkeys(config.settings, 0.0)
-    for seed in range(config.seed, config.seed + config.seeds):
-        metrics: dict[str, float] = {}
+    for seed in run.seeds:
         for name in config.settings:
-            result_path = ctx.out / "results" / name / f"seed-{seed}.pkl"
             fingerprint = config_fingerprint(config.data, config.training, config.analysis, name, seed,
                                              str(ctx.device))
-            result = load_result(result_path, fingerprint)  # finished by an earlier, interrupted attempt
-            if result is None:
-                result = train_and_analyse(config, name, tasks, seed, ctx)
-                save_result(result_path, fingerprint, result)
-            analysis = result.analysis
+            result = run.resumable(f"{name}/seed-{seed}", fingerprint,
+                                   lambda: train_and_analyse(config, name, tasks, seed, ctx))
             if seed == config.seed:
-                setting_figures(ctx.out, name, analysis, tasks)
+                setting_figures(ctx.out, name, result.analysis, tasks)
             seconds[name] += result.wall_seconds
-            run_metrics = {**result.accuracies, **analysis.metrics, "wall_seconds": result.wall_seconds}
-            metrics.update({f"{name}.{k}": v for k, v in run_metrics.items()})
-            curves += result.curves
-            removals += [{"seed": seed, **row} for row in analysis.removal_rows]
-            analyses[name].append(analysis)
-        per_seed[seed] = {**metrics, **headline(metrics, config.settings)}
-    vote_rows, verify_rows = vote_table(analyses), verification_table(analyses)
-    write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
-    write_csv(ctx.out / "vote_accuracy.csv", vote_rows)
-    write_csv(ctx.out / "verification.csv", verify_rows)
-    if removals:
-        write_csv(ctx.out / "removal.csv", removals)
-    summary_figures(ctx.out, vote_rows, verify_rows)
+            metrics = {**result.accuracies, **result.analysis.metrics, "wall_seconds": result.wall_seconds}
+            run.record(seed, {f"{name}.{k}": v for k, v in metrics.items()})
+            run.add_rows("curves", result.curves)
+            run.add_rows("removal", result.analysis.removal_rows, seed=seed)
+            analyses[name].append(result.analysis)
+        run.record(seed, headline(run.per_seed[seed], config.settings))
+    run.add_rows("vote_accuracy", vote_table(analyses))
+    run.add_rows("verification", verification_table(analyses))
+    summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"])
     write_json(ctx.out / "summary.json", {"dataset": tasks[0].data.name, "second_task": tasks[1].data.name,
                                           "wall_seconds_per_setting": seconds})
-    return write_metrics(ctx.out, per_seed, reductions={"verify_max_rel_error": max})
+    return run.finish(reductions={"verify_max_rel_error": max})
 
 
 def paper_config() -> DualFormConfig:
@@ -100,7 +91,7 @@ def paper_config() -> DualFormConfig:
                             single_task=1),
         training=ClassifierTrainingConfig(hidden=800, epochs=None, steps=5000, continual_phase_steps=3000,
                                           batch_size=128, lr=3e-3, momentum=0.9, weight_decay=0.0, lr_decay=1.0,
-                                          clip_norm=1.0, key_dtype="float16", value_dtype="float32"),
+                                          grad_clip=1.0, key_dtype="float16", value_dtype="float32"),
         analysis=AnalysisConfig(n_queries=500, removals=False),  # removal is our addition, and costs a rebuild
         keep_memory=False,
         seeds=5,
@@ -128,4 +119,5 @@ STUDY = Study(
     default_config=DualFormConfig,
     run=run,
     presets={"paper": paper_config},
+    headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
 )

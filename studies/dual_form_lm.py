@@ -26,11 +26,11 @@ from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics,
 from icl_gd.dual.lm_figures import lm_figures
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
 from icl_gd.core.errors import ConfigError
-from icl_gd.core.results import atomic_write_text, write_csv, write_json, write_metrics
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.results import atomic_write_text, write_json
+from icl_gd.core.study import RunContext, Study, StudyRun
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
-HEADLINE = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
+LAYER_MEAN = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
 
 
 @dataclass(frozen=True)
@@ -83,49 +83,47 @@ def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
           f"{len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary {corpus.vocab_size}")
     unigram = {split: unigram_perplexity(corpus.train, getattr(corpus, split), corpus.vocab_size, EVAL_BATCH)
                for split in ("valid", "test")}
-    per_seed, curves, layer_rows, curve_rows = {}, [], [], []
-    for seed in range(config.seed, config.seed + config.seeds):
+    # Chance level of top_key_next_word_match: a key drawn at random continues with the predicted word as often as
+    # that word follows a training position.
+    next_word_share = np.bincount(corpus.train.ids[1:], minlength=corpus.vocab_size) / (len(corpus.train) - 1)
+    run = StudyRun(ctx, range(config.seed, config.seed + config.seeds))
+    for seed in run.seeds:
         memory = ctx.out / "memory" / f"seed-{seed}"
-        trained = train_lm(training, corpus, seed, memory, ctx.out / f"checkpoint-seed-{seed}.pt", ctx.device,
+        trained = train_lm(training, corpus, seed, memory, run.checkpoint(f"lstm_seed{seed}"), ctx.device,
                            ctx.progress)
-        metrics = {"perplexity_valid": perplexity(trained.model, corpus.valid, training.bptt, EVAL_BATCH),
-                   "perplexity_test": perplexity(trained.model, corpus.test, training.bptt, EVAL_BATCH),
-                   "perplexity_unigram": unigram["test"], "perplexity_unigram_valid": unigram["valid"],
-                   "train_seconds": trained.train_seconds, "n_steps": float(trained.n_steps)}
+        run.record(seed, {"perplexity_valid": perplexity(trained.model, corpus.valid, training.bptt, EVAL_BATCH),
+                          "perplexity_test": perplexity(trained.model, corpus.test, training.bptt, EVAL_BATCH),
+                          "perplexity_unigram": unigram["test"], "perplexity_unigram_valid": unigram["valid"],
+                          "train_seconds": trained.train_seconds, "n_steps": float(trained.n_steps)})
         queries, layers = analyse_lm(trained.model, memory, corpus, config.analysis, trained.n_epochs, seed)
         for a in layers:
             row = layer_metrics(a, queries, config.analysis.top_k)
-            metrics.update({f"{a.name}.{k}": v for k, v in row.items()})
-            layer_rows.append({"seed": seed, "layer": a.name, **row})
-        metrics["verify_max_rel_error"] = max(a.verification.max_rel_error for a in layers)
-        metrics.update({k: float(np.mean([metrics[f"{a.name}.{k}"] for a in layers])) for k in HEADLINE})
-        metrics["prediction_accuracy_queries"] = float(np.mean(queries.pred == queries.target))
-        # Chance level of top_key_next_word_match: a key drawn at random continues with the predicted word as often
-        # as that word follows a training position.
-        next_word_share = np.bincount(corpus.train.ids[1:], minlength=corpus.vocab_size) / (len(corpus.train) - 1)
-        metrics["top_key_next_word_match_chance"] = float(np.mean(next_word_share[queries.pred]))
+            run.record(seed, {f"{a.name}.{k}": v for k, v in row.items()})
+            run.add_rows("layers", [{"layer": a.name, **row}], seed=seed)
+        metrics = run.per_seed[seed]
+        run.record(seed, {"verify_max_rel_error": max(a.verification.max_rel_error for a in layers),
+                          **{k: float(np.mean([metrics[f"{a.name}.{k}"] for a in layers])) for k in LAYER_MEAN},
+                          "prediction_accuracy_queries": float(np.mean(queries.pred == queries.target)),
+                          "top_key_next_word_match_chance": float(np.mean(next_word_share[queries.pred]))})
         if seed == config.seed:
             markdown, page = passages_document(corpus, queries, layers, config.analysis.n_passages,
                                                config.analysis.passage_words)
             atomic_write_text(ctx.out / "passages.md", markdown)
             atomic_write_text(ctx.out / "passages.html", page)
             lm_figures(ctx.out, layers, trained.n_steps)
-            curve_rows += [{"layer": a.name, "query": i, "rank": int(rank), "share": float(share)}
-                           for a in layers for i, curve in enumerate(a.scores.curves)
-                           for rank, share in zip(a.scores.curve_rank, curve)]
-        curves += trained.curves
+            run.add_rows("sorted_attention", [{"layer": a.name, "query": i, "rank": int(rank), "share": float(share)}
+                                              for a in layers for i, curve in enumerate(a.scores.curves)
+                                              for rank, share in zip(a.scores.curve_rank, curve)])
+        run.add_rows("curves", trained.curves)
         if not config.keep_memory:
             shutil.rmtree(memory)
-        per_seed[seed] = metrics
-    write_csv(ctx.out / "curves.csv", curves, ["step", "seed", "model", "metric", "value"])
-    write_csv(ctx.out / "layers.csv", layer_rows)
-    write_csv(ctx.out / "sorted_attention.csv", curve_rows, ["layer", "query", "rank", "share"])
     write_json(ctx.out / "summary.json", {
         "corpus": corpus.name, "corpus_setting": data.corpus, "vocab_size": corpus.vocab_size,
         "tokens": {"train": len(corpus.train), "valid": len(corpus.valid), "test": len(corpus.test)},
         "documents": {split: int(len(np.unique(getattr(corpus, split).document))) for split in ("train", "valid", "test")},
     })
-    return write_metrics(ctx.out, per_seed, reductions={"verify_max_rel_error": max})
+    return run.finish(reductions={"verify_max_rel_error": max},
+                      columns={"sorted_attention": ["layer", "query", "rank", "share"]})
 
 
 STUDY = Study(
@@ -134,4 +132,6 @@ STUDY = Study(
     default_config=DualFormLMConfig,
     run=run,
     default_threads=1,
+    headline=("perplexity_test", "perplexity_unigram", "top_key_next_word_match", "top_key_next_word_match_chance",
+              "verify_max_rel_error"),
 )

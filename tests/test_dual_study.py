@@ -88,7 +88,7 @@ def test_every_config_key_is_documented():
     ("train_examples=0", "train_examples must be a positive integer"),
     ("momentum=-0.5", "momentum must be non-negative"),
     ("lr=0", "lr must be positive"),
-    ("steps=0", "steps must be positive"),
+    ("steps=0", "steps must be a positive integer"),
     ("settings=single,forever", "settings=single,forever"),
     ("settings=single,single", "distinct"),
     ("dataset=imagenet", "imagenet"),

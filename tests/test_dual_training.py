@@ -59,7 +59,7 @@ def test_step_schedule_and_sum_reduction(tmp_path):
 
 def test_clipping_bounds_the_recorded_gradient_scale(tmp_path):
     run, data, g = _setup(tmp_path)
-    train_epochs(run, data, EpochLoop(epochs=1, batch_size=5, clip_norm=1e-3), g)
+    train_epochs(run, data, EpochLoop(epochs=1, batch_size=5, grad_clip=1e-3), g)
     run.recorder.close()
     scale = open_memory(tmp_path)["hidden"].table("steps").column("w_scale")
     assert np.all(scale < 0.1)  # every step was clipped and the recorder saw it

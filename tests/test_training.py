@@ -11,7 +11,8 @@ from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import ConcatTokenTask
-from icl_gd.regression.training import TrainConfig, authors_train_config, config_fingerprint, train
+from icl_gd.core.checkpoints import config_fingerprint
+from icl_gd.regression.training import TrainConfig, authors_train_config, train
 
 TASK = ConcatTokenTask(LinearRegressionTask(d=4, n_context=6))
 MODEL = LSAConfig(d_model=5)
@@ -94,8 +95,10 @@ def test_checkpoint_from_other_settings_is_not_resumed(tmp_path, fingerprint, se
     train(_models(MODEL), TASK, CONFIG, SEEDS, checkpoint_path=path, fingerprint="a")
     short = dataclasses.replace(CONFIG, steps=10)
     fresh = _models(MODEL, seeds)
-    states = train(fresh, TASK, short, seeds, checkpoint_path=path, fingerprint=fingerprint)
+    with pytest.warns(ICLGDNotice, match="ckpt.pt belongs to other settings; moved to ckpt.pt.stale"):
+        states = train(fresh, TASK, short, seeds, checkpoint_path=path, fingerprint=fingerprint)
     assert [s.step for s in states] == [10] * len(seeds)  # a resumed 40-step checkpoint would say 40
+    assert (tmp_path / "ckpt.pt.stale").exists()
     restarted = _models(MODEL, seeds)
     train(restarted, TASK, short, seeds)
     assert all(torch.equal(_params(a), _params(b)) for a, b in zip(fresh, restarted))

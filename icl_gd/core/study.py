@@ -2,9 +2,10 @@
 
 A study is a name, a default config and ``run(config, ctx)``. ``StudyRun`` owns what every run writes the same
 way whatever the family (regression or dual form): the seed list, tidy tables (``{name}.csv``, ``curves.csv`` with
-``CURVE_COLUMNS``), per-seed metrics, figures (PNG + PDF) and ``metrics.json`` with the mean and spread over
-seeds, written last because its presence marks the run finished. A family's run (``RegressionRun``) adds its own
-data and references on top.
+``CURVE_COLUMNS``), per-seed metrics, checkpoints and finished parts a rerun resumes from
+(``icl_gd.core.checkpoints``), figures (PNG + PDF) and ``metrics.json`` with the mean and spread over seeds,
+written last because its presence marks the run finished. A family's run (``RegressionRun``) adds its own data and
+references on top.
 
 Studies are found through a ``StudyRegistry`` that the caller hands to the runner, so nothing in the library
 imports the studies.
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -26,6 +27,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import mean_over_seeds, write_csv, write_json, write_metrics
 
 CURVE_COLUMNS = ["step", "seed", "model", "metric", "value"]
+T = TypeVar("T")
 DEFAULT_PRESET = "default"  # every study's own settings; other presets (``paper``) are named in ``Study.presets``
 
 
@@ -54,6 +56,9 @@ class Study:
     # Named set-ups beside ``default_config`` (``--preset NAME``), e.g. ``paper``: the published set-up, as the
     # authors' code ran it. Each is a zero-argument factory of the same config type.
     presets: Mapping[str, Callable[[], Any]] = field(default_factory=dict)
+    # The ``mean`` metrics the one-line summary of a run shows (``headline_metrics``); empty: every ``loss_*``
+    # metric and the common headline keys.
+    headline: tuple[str, ...] = ()
 
     def preset_names(self) -> list[str]:
         return [DEFAULT_PRESET, *self.presets]
@@ -66,6 +71,16 @@ class Study:
             raise ConfigError(f"--preset {preset!r} is not a preset of {self.name}; "
                               f"known: {', '.join(self.preset_names())}")
         return self.presets[preset]()
+
+
+DEFAULT_HEADLINE = ("lr_gd", "eta_trained", "cos_sensitivity", "test_accuracy", "verify_max_rel_error")
+
+
+def headline_metrics(study: Study, mean: Mapping[str, Any], limit: int = 8) -> dict[str, float]:
+    """The numbers a run's one-line summary shows: ``study.headline``'s metrics, in that order (without one, every
+    ``loss_*`` metric and ``DEFAULT_HEADLINE``'s, in ``mean``'s order), at most ``limit``."""
+    keys = study.headline or [k for k in mean if k.startswith("loss_") or k in DEFAULT_HEADLINE]
+    return dict([(k, mean[k]) for k in keys if isinstance(mean.get(k), float)][:limit])
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,23 @@ class StudyRun:
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]], **fixed: Any) -> None:
         """Append tidy rows to ``{table}.csv``, each prefixed with the ``fixed`` columns (e.g. ``seed=0``)."""
         self.tables.setdefault(table, []).extend({**fixed, **row} for row in rows)
+
+    def checkpoint(self, name: str) -> Path:
+        """Where a training loop keeps its checkpoint ``name`` (``checkpoints/{name}.pt``)."""
+        return self.ctx.out / "checkpoints" / f"{name}.pt"
+
+    def resumable(self, part: str, fingerprint: str, compute: Callable[[], T]) -> T:
+        """``compute()``, saved under ``results/{part}.pt`` with ``fingerprint`` (``config_fingerprint`` of
+        everything that made it), so a rerun of an interrupted run reuses each part that finished (a damaged or
+        stale file is set aside with a notice and the part computed again: ``icl_gd.core.checkpoints``)."""
+        from icl_gd.core.checkpoints import load_checkpoint, save_checkpoint
+
+        path = self.ctx.out / "results" / f"{part}.pt"
+        result = load_checkpoint(path, fingerprint)
+        if result is None:
+            result = compute()
+            save_checkpoint(path, fingerprint, result)
+        return result
 
     def finish(self, figures: Callable[[dict[str, Any]], Iterable[tuple[str, Any]]] | None = None,
                reductions: Mapping[str, Callable[[list[float]], float]] | None = None,

@@ -14,12 +14,10 @@ interrupted run recorded after it, so the resumed run records exactly the rows o
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -27,13 +25,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
-from icl_gd.core.errors import ConfigError, DivergenceError
-from icl_gd.core.results import atomic_write_bytes
+from icl_gd.core.checkpoints import config_fingerprint, load_checkpoint, save_checkpoint
+from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.optim import make_optimizer, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
 from icl_gd.dual.corpus import Corpus, TokenStream
 from icl_gd.dual.lstm import LSTMLanguageModel, detach, record_window
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint
+from icl_gd.dual.training import RecordedSGD, recorded_step
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 CURVE_EVERY = 20  # optimizer steps between train_loss rows
@@ -52,21 +52,19 @@ class LMTrainingConfig:
     optimizer: Literal["sgd", "adam"] = setting("sgd", "sgd: exact dual form; adam: its residual is reported")
     lr: float = setting(1.0, "initial learning rate")
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
+    beta1: float = setting(0.9, "Adam beta1 (optimizer=adam)")
+    beta2: float = setting(0.999, "Adam beta2 (optimizer=adam)")
     weight_decay: float = setting(1e-6, "(coupled) weight decay")
     lr_decay: float = setting(0.5, "learning rate × lr_decay after every epoch")
-    clip_norm: float | None = setting(0.5, "global gradient-norm clipping (none: off)")
+    grad_clip: float | None = setting(0.5, "global gradient-norm clip before every step (none or 0: off)")
     dtype: Literal["float32", "float64"] = setting("float32", "training precision")
     key_dtype: Literal["float16", "float32", "float64"] = setting("float32", "dtype of the stored keys")
     checkpoint_every: int = setting(200, "optimizer steps between checkpoints (a rerun resumes from the last)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "embed", "hidden", "layers", "bptt", "batch_size", "epochs", "checkpoint_every")
-        require_positive("lr", self.lr)
+        require_positive_ints(self, "embed", "hidden", "layers", "bptt", "epochs")
+        require_optimizer_keys(self)
         require_positive("lr_decay", self.lr_decay)
-        if self.clip_norm is not None:
-            require_positive("clip_norm", self.clip_norm)
-        require_non_negative("momentum", self.momentum)
-        require_non_negative("weight_decay", self.weight_decay)
 
 
 @dataclass(frozen=True)
@@ -109,52 +107,27 @@ def build_model(config: LMTrainingConfig, vocab_size: int, seed: int, device: to
     return model.to(DTYPES[config.dtype]).to(device)
 
 
-def make_optimizer(config: LMTrainingConfig, model: nn.Module) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
-                               weight_decay=config.weight_decay)
-    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-
-
 def fingerprint(config: LMTrainingConfig, corpus: Corpus, seed: int) -> str:
     """What a checkpoint belongs to: the training config, the seed and the training stream."""
     digest = hashlib.sha256(np.ascontiguousarray(corpus.train.ids).tobytes()).hexdigest()[:16]
-    text = json.dumps({"config": asdict(config), "seed": seed, "vocab": corpus.vocab_size, "train": digest},
-                      sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _save(path: Path, payload: dict) -> None:
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-def _load(path: Path, fp: str) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception:  # a damaged checkpoint: start afresh
-        return None
-    return payload if isinstance(payload, dict) and payload.get("fingerprint") == fp else None
+    return config_fingerprint(config, seed, corpus.vocab_size, digest)
 
 
 def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, checkpoint: Path,
              device: torch.device, progress: bool = False,
              on_step: Callable[[int], None] | None = None) -> TrainedLM:
     """Train a fresh model (initialised from ``seed``) on ``corpus.train`` while recording it under ``memory``;
-    resume from ``checkpoint`` when it belongs to the same config, seed and corpus. ``on_step(step)`` follows
-    every optimizer step (after any checkpoint of that step)."""
+    resume from ``checkpoint`` when it belongs to the same config, seed and corpus (``icl_gd.core.checkpoints``).
+    ``on_step(step)`` follows every optimizer step (after any checkpoint of that step)."""
     fp = fingerprint(config, corpus, seed)
     model = build_model(config, corpus.vocab_size, seed, device)
-    saved = _load(checkpoint, fp)
+    saved = load_checkpoint(checkpoint, fp)
     if saved is not None and not (memory / "manifest.json").is_file():
         saved = None  # the memory is gone (keep_memory=false, or deleted): record again from the start
     if saved is not None and saved["finished"]:
         model.load_state_dict(saved["model"])
         return TrainedLM(model, memory, saved["step"], config.epochs, saved["curves"], saved["seconds"])
-    optimizer = make_optimizer(config, model)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config)
     schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
     data = batchify(corpus.train, config.batch_size)
     windows = data.windows(config.bptt)
@@ -172,15 +145,16 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
         state = [(h.to(device), c.to(device)) for h, c in saved["state"]]
     recorder = DualRecorder(model.recorded_layers(), optimizer, memory, key_dtype=config.key_dtype,
                             chunk_rows=8192, resume=resume, background_writes=True)
+    run = RecordedSGD(model, optimizer, schedule, recorder)
 
     def save(finished: bool) -> None:
-        payload = {"fingerprint": fp, "finished": finished, "model": model.state_dict(), "step": recorder.step,
-                   "curves": curves, "seconds": seconds + time.perf_counter() - started}
+        payload = {"finished": finished, "model": model.state_dict(), "step": recorder.step, "curves": curves,
+                   "seconds": seconds + time.perf_counter() - started}
         if not finished:
             payload.update(optimizer=optimizer.state_dict(), schedule=schedule.state_dict(),
                            manifest=recorder.checkpoint().manifest, epoch=epoch, window=window,
                            state=[(h.cpu(), c.cpu()) for h, c in state])
-        _save(checkpoint, payload)
+        save_checkpoint(checkpoint, fp, payload)
 
     started = time.perf_counter()
     total = config.epochs * len(windows)
@@ -194,20 +168,15 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
                 targets = data.ids[start + 1:start + 1 + length].reshape(-1).to(device)
                 example = data.position[start:start + length].reshape(-1)
                 provenance = Provenance(example, targets.cpu(), task=document[example], epoch=epoch)
-                optimizer.zero_grad()
-                with recorder.batch(provenance):
-                    h, new_state, capture = model.hidden_states(tokens, state, capture=True)
-                    logits = model.output(h.reshape(-1, config.hidden))
-                    loss = nn.functional.cross_entropy(logits, targets)
-                    loss.backward()
-                if not torch.isfinite(loss):
-                    raise DivergenceError(f"dual-form-lm seed {seed}: training loss became {loss.item()} at step "
-                                          f"{recorder.step}; lower lr")
-                record_window(recorder, capture, provenance)
-                if config.clip_norm is not None:
-                    nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
-                optimizer.step()
-                state = detach(new_state)
+                forward: dict = {}
+
+                def loss_of() -> torch.Tensor:
+                    h, forward["state"], forward["capture"] = model.hidden_states(tokens, state, capture=True)
+                    return nn.functional.cross_entropy(model.output(h.reshape(-1, config.hidden)), targets)
+
+                loss = recorded_step(run, provenance, loss_of, config.grad_clip, f"dual-form-lm seed {seed}",
+                                     after_backward=lambda: record_window(recorder, forward["capture"], provenance))
+                state = detach(forward["state"])
                 window += 1
                 if recorder.step % CURVE_EVERY == 0:
                     curves.append({"step": recorder.step, "seed": seed, "model": "lstm", "metric": "train_loss",

@@ -21,8 +21,9 @@ import math
 import numpy as np
 import torch
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.optim import make_optimizer, require_optimizer_keys
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
 from icl_gd.dual.recorder import DualRecorder
 from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
@@ -52,7 +53,7 @@ class ClassifierTrainingConfig:
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
     weight_decay: float = setting(1e-4, "SGD (coupled) weight decay")
     lr_decay: float = setting(0.7, "learning rate × lr_decay after every epoch")
-    clip_norm: float | None = setting(None, "global gradient-norm clipping (none: off)")
+    grad_clip: float | None = setting(None, "global gradient-norm clip before every step (none or 0: off)")
     key_dtype: Literal["auto", "float16", "float32", "float64"] = setting(
         "auto", "dtype of the stored keys; auto: float64 on digits, float32 otherwise")
     value_dtype: Literal["auto", "float32", "float64"] = setting(
@@ -60,11 +61,9 @@ class ClassifierTrainingConfig:
 
     def __post_init__(self) -> None:
         given = lambda *names: tuple(n for n in names if getattr(self, n) is not None)  # noqa: E731
-        require_positive_ints(self, "hidden", "batch_size", *given("epochs", "continual_phase_steps"))
-        for name in ("lr", "lr_decay") + given("steps", "clip_norm"):
-            require_positive(name, getattr(self, name))
-        require_non_negative("momentum", self.momentum)
-        require_non_negative("weight_decay", self.weight_decay)
+        require_positive_ints(self, "hidden", *given("epochs", "continual_phase_steps"))
+        require_optimizer_keys(self)
+        require_positive("lr_decay", self.lr_decay)
         if self.epochs is None and self.steps is None:
             raise ConfigError("epochs=none needs a step cap: set steps")
 
@@ -122,8 +121,7 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
     used = tasks_in(setting, tasks, single_task)
     model = MLP(tasks[0].data.n_features, config.hidden, head_size(used), generator)
     model = model.to(torch.float64).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
-                                weight_decay=config.weight_decay)
+    optimizer = make_optimizer("sgd", model.parameters(), config)
     key_dtype = config.key_dtype if config.key_dtype != "auto" else (
         "float64" if tasks[0].data.name == "digits" else "float32")
     value_dtype = None if config.value_dtype == "auto" else config.value_dtype
@@ -149,7 +147,7 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
     for phase, phase_tasks in enumerate(phases(setting, tasks, single_task)):
         data = training_set(phase_tasks, device)
         epochs = config.phase_epochs(setting, len(data))
-        loop = EpochLoop(epochs, config.batch_size, config.clip_norm, max_steps=config.phase_steps(setting))
+        loop = EpochLoop(epochs, config.batch_size, config.grad_clip, max_steps=config.phase_steps(setting))
         phase_starts.append(recorder.step)
         train_epochs(run, data, loop, generator, first_epoch=n_epochs, on_step=on_step, on_epoch=on_epoch,
                      label=f"{setting}/seed {seed}")

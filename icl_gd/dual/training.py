@@ -1,8 +1,12 @@
-"""The one recorded training loop: epochs of shuffled mini-batches, each run inside ``recorder.batch``.
+"""The recorded optimiser step, and the recorded loop over epochs of shuffled mini-batches.
 
-Every dual-form run (the study's MLP on images, the float64 identity checks on random data) trains through
-``train_epochs``. What differs between them is a parameter of ``EpochLoop`` (schedule stepped per optimizer step
-or per epoch, a cap on steps, loss reduction, clipping) or a callback (curves).
+``recorded_step`` is one step of every dual-form training: the loss and its backward pass run inside
+``recorder.batch`` (which records each layer's keys and errors), then clipping and the optimiser step, whose
+learning rate and momentum the recorder reads. Every run on a labelled set (the study's MLP on images, the float64
+identity checks on random data) trains through ``train_epochs``; what differs between them is a parameter of
+``EpochLoop`` (schedule stepped per optimizer step or per epoch, a cap on steps, loss reduction, clipping) or a
+callback (curves). The language model steps through ``recorded_step`` too, over windows of a token stream with a
+carried hidden state and mid-run checkpoints (``icl_gd.dual.lm_training``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.errors import DivergenceError
+from icl_gd.core.optim import clip_gradients
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 
 LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
@@ -59,10 +64,28 @@ class EpochLoop:
 
     epochs: int
     batch_size: int
-    clip_norm: float | None = None  # global gradient-norm clipping before every step
+    grad_clip: float | None = None  # global gradient-norm clip before every step (none or 0: off)
     max_steps: int | None = None
     schedule_every: Literal["step", "epoch"] = "epoch"
     reduction: Literal["mean", "sum"] = "mean"  # of the cross-entropy over a mini-batch
+
+
+def recorded_step(run: RecordedSGD, provenance: Provenance, loss_of: Callable[[], torch.Tensor],
+                  grad_clip: float | None, label: str, after_backward: Callable[[], None] | None = None) -> torch.Tensor:
+    """One recorded optimiser step on the batch ``provenance`` describes; returns the loss. ``loss_of()`` runs the
+    forward pass inside ``recorder.batch``; ``after_backward()`` (recording what the hooks cannot see) runs before
+    clipping. A non-finite loss raises ``DivergenceError`` naming ``label`` and the step."""
+    run.optimizer.zero_grad()
+    with run.recorder.batch(provenance):
+        loss = loss_of()
+        loss.backward()
+    if not torch.isfinite(loss):
+        raise DivergenceError(f"{label}: training loss became {loss.item()} at step {run.recorder.step}; lower lr")
+    if after_backward is not None:
+        after_backward()
+    clip_gradients(run.model.parameters(), grad_clip)
+    run.optimizer.step()
+    return loss
 
 
 def train_epochs(
@@ -86,17 +109,9 @@ def train_epochs(
                 break
             batch = order[start:start + loop.batch_size]
             on_device = batch.to(data.x.device)
-            run.optimizer.zero_grad()
             provenance = Provenance(data.example[batch], data.y[on_device], task=data.task[batch], epoch=epoch)
-            with run.recorder.batch(provenance):
-                loss = nn.functional.cross_entropy(run.model(data.x[on_device]), data.y[on_device],
-                                                   reduction=loop.reduction)
-                loss.backward()
-            if not torch.isfinite(loss):
-                raise DivergenceError(f"{label}: training loss became {loss.item()} at step {run.recorder.step}")
-            if loop.clip_norm is not None:
-                nn.utils.clip_grad_norm_(run.model.parameters(), loop.clip_norm)
-            run.optimizer.step()
+            loss = recorded_step(run, provenance, lambda: nn.functional.cross_entropy(
+                run.model(data.x[on_device]), data.y[on_device], reduction=loop.reduction), loop.grad_clip, label)
             steps += 1
             if loop.schedule_every == "step":
                 run.schedule.step()

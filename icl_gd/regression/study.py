@@ -14,7 +14,7 @@ way in every study (``TrainingConfig.resolve``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from torch import nn
 
 from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.optim import require_optimizer_keys
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
 from icl_gd.regression.lsa import LSAConfig
 from icl_gd.regression.metrics import Predictor
@@ -30,7 +31,8 @@ from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
 from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, StudyRun
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
-from icl_gd.regression.training import TokenTask, TrainConfig, authors_train_config, config_fingerprint, train
+from icl_gd.core.checkpoints import config_fingerprint
+from icl_gd.regression.training import TokenTask, TrainConfig, authors_train_config, train
 
 
 
@@ -110,22 +112,16 @@ class TrainingConfig:
                                    "about 15 s to build, needs a C++ compiler)")
 
     def __post_init__(self) -> None:
-        if self.grad_clip is not None:
-            require_non_negative("grad_clip", self.grad_clip)
-        self.resolve(1, False, 1)  # TrainConfig validates every other value
+        require_optimizer_keys(self)
+        self.resolve(1, False, 1)  # TrainConfig validates the combination
 
     def resolve(self, n_layers: int, recurrent: bool, eval_every: int) -> TrainConfig:
-        """The concrete settings for a model of ``n_layers`` layers (tied if ``recurrent``)."""
-        overrides: dict[str, Any] = {
-            "batch_size": self.batch_size, "beta1": self.beta1, "beta2": self.beta2,
-            "weight_decay": self.weight_decay, "eval_every": eval_every, "checkpoint_every": self.checkpoint_every,
-            "compile": self.compile}
-        for name in ("steps", "lr"):
-            if getattr(self, name) is not None:
-                overrides[name] = getattr(self, name)
-        if self.grad_clip is not None:
-            overrides["grad_clip"] = self.grad_clip or None  # 0: off
-        return authors_train_config(n_layers, recurrent, **overrides)
+        """The concrete settings for a model of ``n_layers`` layers (tied if ``recurrent``): every key given here
+        (the same names as ``TrainConfig``'s), the authors' values for those left at None; ``grad_clip=0``: off."""
+        given = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if "grad_clip" in given:
+            given["grad_clip"] = given["grad_clip"] or None
+        return authors_train_config(n_layers, recurrent, eval_every=eval_every, **given)
 
 
 @dataclass(frozen=True)
@@ -266,7 +262,7 @@ class RegressionRun(StudyRun):
             name = f"{label}_seed{seeds[0]}" if len(seeds) == 1 else f"{label}_seeds{seeds[0]}-{seeds[-1]}"
             fp = config_fingerprint(label, self.config.task, self.config.model, training, seeds)
             states = train([models[s] for s in seeds], self.token_task, training, seeds, device=self.device,
-                           evaluate=rows, checkpoint_path=self.ctx.out / "checkpoints" / f"{name}.pt",
+                           evaluate=rows, checkpoint_path=self.checkpoint(name),
                            fingerprint=fp, progress=self.ctx.progress, description=name)
             for state in states:
                 self.tables["curves"].extend(state.history)

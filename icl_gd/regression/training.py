@@ -9,11 +9,7 @@ its lone run's trajectory up to float round-off in the batched kernels. Shapes: 
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import math
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, closing, contextmanager
@@ -24,12 +20,13 @@ from typing import Any, Protocol, TypeVar
 import torch
 from torch import nn
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.core.checkpoints import config_fingerprint, load_checkpoint, save_checkpoint
+from icl_gd.core.config import require_positive, require_positive_ints
+from icl_gd.core.optim import clip_gradients, make_optimizer, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
 from icl_gd.regression.ensemble import SeedEnsemble, clip_grad_norm_per_member
-from icl_gd.core.errors import ConfigError, DivergenceError, ICLGDNotice
+from icl_gd.core.errors import ConfigError, DivergenceError
 from icl_gd.regression.metrics import query_loss
-from icl_gd.core.results import atomic_write_bytes, to_jsonable
 
 
 class TokenTask(Protocol):
@@ -58,11 +55,7 @@ class TrainConfig:
         require_positive_ints(self, "steps", "batch_size", "eval_every", "checkpoint_every")
         if not isinstance(self.compile, bool):
             raise ConfigError(f"compile must be true or false, got {self.compile!r}")
-        require_positive("lr", self.lr)
-        require_non_negative("weight_decay", self.weight_decay)
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        require_optimizer_keys(self)
         if self.grad_clip is not None:
             require_positive("grad_clip", self.grad_clip)
 
@@ -111,18 +104,6 @@ class TrainState:
 
     step: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-
-
-def config_fingerprint(*configs: Any) -> str:
-    """A hash of the configs a checkpoint belongs to; a checkpoint from other settings is never resumed."""
-    text = json.dumps(to_jsonable(list(configs)), sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
-    """AdamW with the config's learning rate, betas and weight decay."""
-    return torch.optim.AdamW(params, lr=config.lr, betas=(config.beta1, config.beta2),
-                             weight_decay=config.weight_decay)
 
 
 T = TypeVar("T")
@@ -188,7 +169,7 @@ class _LoneModel:
         return query_loss(self.model(tokens), targets)  # 0-d: backward straight from it, no reshape or sum
 
     def clip_(self, max_norm: float) -> None:
-        nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
+        clip_gradients(self.params, max_norm, foreach=True)
 
     @contextmanager
     def member(self, index: int) -> Iterator[nn.Module]:
@@ -254,42 +235,24 @@ class _StackedModels:
             model.eval()
 
 
-def _save_checkpoint(path: Path, trainee: _Trainee, optimizer: torch.optim.Optimizer, states: list[TrainState],
-                     fingerprint: str) -> None:
-    """One file for all members: parameters and buffers by name ((S, ...) when stacked), the optimiser, the
-    step, each seed's history, the fingerprint and the number of members."""
-    buffer = io.BytesIO()
-    torch.save({"params": trainee.state(), "optimizer": optimizer.state_dict(), "step": states[0].step,
-                "histories": [s.history for s in states], "fingerprint": fingerprint, "members": len(states)},
-               buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+def _save(path: Path, trainee: _Trainee, optimizer: torch.optim.Optimizer, states: list[TrainState],
+          fingerprint: str) -> None:
+    """One checkpoint for all members: parameters and buffers by name ((S, ...) when stacked), the optimiser, the
+    step and each seed's history."""
+    save_checkpoint(path, fingerprint, {"params": trainee.state(), "optimizer": optimizer.state_dict(),
+                                        "step": states[0].step, "histories": [s.history for s in states]})
 
 
-_CHECKPOINT_KEYS = {"params", "optimizer", "step", "histories", "fingerprint", "members"}
-
-
-def _load_checkpoint(path: Path | None, trainee: _Trainee, optimizer: torch.optim.Optimizer, fingerprint: str,
-                     members: int) -> list[TrainState] | None:
-    """Restore ``trainee`` and ``optimizer`` from ``path`` if it exists and belongs to the same settings and
-    number of members; otherwise None (a fresh start)."""
-    if path is None or not Path(path).exists():
+def _resume(path: Path | None, trainee: _Trainee, optimizer: torch.optim.Optimizer,
+            fingerprint: str) -> list[TrainState] | None:
+    """Restore ``trainee`` and ``optimizer`` from the checkpoint at ``path`` (``icl_gd.core.checkpoints``: an
+    unreadable one or one of other settings is set aside with a notice); None: a fresh start."""
+    saved = load_checkpoint(path, fingerprint)
+    if saved is None:
         return None
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-        if not isinstance(payload, dict) or not _CHECKPOINT_KEYS <= payload.keys():
-            raise ValueError("not an icl-gd checkpoint")
-    except Exception as error:  # a damaged file fails in many ways (EOF, zip, unpickling, missing keys)
-        aside = Path(path).with_name(Path(path).name + ".corrupt")
-        Path(path).replace(aside)
-        reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
-        warnings.warn(f"checkpoint {path} is unreadable ({reason}); moved to {aside.name}, this run starts afresh",
-                      ICLGDNotice, stacklevel=2)
-        return None
-    if payload.get("fingerprint") != fingerprint or payload.get("members") != members:
-        return None
-    trainee.load_state(payload["params"])
-    optimizer.load_state_dict(payload["optimizer"])
-    return [TrainState(step=payload["step"], history=h) for h in payload["histories"]]
+    trainee.load_state(saved["params"])
+    optimizer.load_state_dict(saved["optimizer"])
+    return [TrainState(step=saved["step"], history=h) for h in saved["histories"]]
 
 
 def train(
@@ -319,9 +282,9 @@ def train(
     if not models or len(models) != len(seeds):
         raise ConfigError(f"got {len(models)} models for {len(seeds)} seeds; need one model per seed")
     trainee: _Trainee = _LoneModel(models[0]) if len(models) == 1 else _StackedModels(models)
-    optimizer = make_optimizer(trainee.parameters(), config)
-    states = (_load_checkpoint(checkpoint_path, trainee, optimizer, fingerprint, len(seeds))
-              or [TrainState() for _ in seeds])
+    optimizer = make_optimizer("adamw", trainee.parameters(), config)
+    fingerprint = config_fingerprint(fingerprint, len(seeds))  # a checkpoint of another number of seeds is stale
+    states = _resume(checkpoint_path, trainee, optimizer, fingerprint) or [TrainState() for _ in seeds]
     step = states[0].step
 
     def run_eval(at: int) -> None:
@@ -362,6 +325,6 @@ def train(
                 update(step, sum(values) / len(values))
                 run_eval(step)
             if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
-                _save_checkpoint(checkpoint_path, trainee, optimizer, states, fingerprint)
+                _save(checkpoint_path, trainee, optimizer, states, fingerprint)
     trainee.finish()
     return states
