@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from icl_gd.regression.feature_models import MetaLearnedReadout, feature_lsa_model  # noqa: E402
 from icl_gd.regression.lsa import LSAModel  # noqa: E402
 from icl_gd.regression.metrics import query_loss  # noqa: E402
-from icl_gd.regression.separate_tokens import SeparateTokenModel, copy_analysis  # noqa: E402
+from icl_gd.regression.separate_model import SeparateTokenModel, copy_analysis  # noqa: E402
 from icl_gd.regression.sine import SineTokenTask  # noqa: E402
 from icl_gd.regression.tasks import Stream  # noqa: E402
 from icl_gd.regression.tokens import ConcatTokenTask  # noqa: E402

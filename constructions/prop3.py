@@ -22,8 +22,8 @@ import torch
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predict
 from icl_gd.regression.lsa import LSAWeights
-from icl_gd.regression.separate_tokens import (AuthorsSeparateLayout, SeparateLayout, SeparateModelConfig, SeparateTokenModel,
-                                    SinusoidalPositions, StandardPositions)
+from icl_gd.regression.separate_model import SeparateModelConfig, SeparateTokenModel
+from icl_gd.regression.separate_tokens import AuthorsSeparateLayout, SeparateLayout, SinusoidalPositions, StandardPositions
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
 
 from icl_gd.constructions.prop1 import gd_step_weights

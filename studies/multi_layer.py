@@ -27,11 +27,11 @@ from icl_gd.constructions.gdpp import gdpp_model
 from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
 from icl_gd.regression.conditioning import condition_per_step, gdpp_transformed_inputs
 from icl_gd.core.config import require_positive_ints, setting
-from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights, tune_gd, tune_gdpp
-from icl_gd.regression.iteration import UPDATES, iterated_predictions
+from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
+from icl_gd.regression.depth import DepthSweep, reference_depth_rows, trained_depth_rows
 from icl_gd.regression.lsa import LSAModel
+from icl_gd.regression.tuning import tune_gd, tune_gdpp
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.progress import phased
 from icl_gd.core.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
@@ -59,10 +59,10 @@ class MultiLayerConfig(RegressionConfig):
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "n_ood", "max_applications")
-        if not self.dampings or any(not 0 < g <= 1 for g in self.dampings):
-            raise ConfigError(f"dampings must be values in (0, 1], got {self.dampings!r}")
-        if self.iterate_update not in UPDATES:
-            raise ConfigError(f"iterate_update must be one of {', '.join(UPDATES)}, got {self.iterate_update!r}")
+        self.depth_sweep()
+
+    def depth_sweep(self) -> DepthSweep:
+        return DepthSweep(self.max_applications, self.dampings, self.iterate_update)
 
 
 def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
@@ -94,7 +94,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
 
     models = run.train_seeds("trained", model, lambda m, step, seed: run.eval_rows(step, seed, "trained", m),
                              batched=config.batched_seeds)
-    depth_refs = depth_reference_rows(run, gd, gdpp) if config.model.recurrent and lsa_blocks else []
+    depth, test = config.depth_sweep(), run.test
+    depth_refs = reference_depth_rows(depth, layout, test.tokens.double(), test.targets, {"gd": gd, "gdpp": gdpp}
+                                      ) if config.model.recurrent and lsa_blocks else []
     for seed, trained in models.items():
         metrics = {**seed_metrics(run, seed, trained, model(seed).to(run.device)), **common}
         if lsa_blocks:
@@ -104,7 +106,8 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         run.add_rows("conditioning", condition_rows(reference_cond, metrics), seed=seed)
         run.add_ood(seed, {"trained": trained, **references}, config.n_ood)
         if depth_refs:
-            run.add_rows("depth", trained_depth_rows(run, trained) + depth_refs, seed=seed)
+            rows = trained_depth_rows(depth, trained.layers[0], test.tokens, test.targets, layout.d_y)
+            run.add_rows("depth", rows + depth_refs, seed=seed)
     if lsa_blocks:
         write_json(ctx.out / "weights.json", {seed: [dataclasses.asdict(w) for w in m.weights()]
                                               for seed, m in models.items()})
@@ -222,49 +225,6 @@ def best_gdpp_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     best = min(metrics[k] for k in ("loss_gdpp", "loss_gdpp_clipped", "loss_gdpp_from_trained") if k in metrics)
     return {"loss_gdpp_best": best, "loss_rel_gap_trained_vs_gdpp_best": relative_gap(metrics["loss_trained"], best),
             "trained_beats_gdpp_best": float(metrics["loss_trained"] < best)}
-
-
-@phased("GD/GD++ depth curves")
-def depth_reference_rows(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -> list[dict[str, Any]]:
-    """GD and GD++ with damping λ (λη, λγ) run n = 1..max_applications steps: rows {damping, applications,
-    model, loss}. They do not depend on the training seed, so they are computed once. With ``iterate_update=y``
-    the GD++ layer's x transform is dropped as the trained layer's is (the authors' y_update): GD at GD++'s η."""
-    n, tokens, rows = run.config.max_applications, run.test.tokens.double(), []
-    keep_gamma = 1.0 if run.config.iterate_update == "all" else 0.0
-    for damping in run.config.dampings:
-        params = {"gd": GDPPParams((damping * gd.etas[0],) * n, (0.0,) * n),
-                  "gdpp": GDPPParams((damping * gdpp.etas[0],) * n, (keep_gamma * damping * gdpp.gammas[0],) * n)}
-        curves = {name: GDPPPredictor(run.layout, p).predictions_per_step(tokens)[1:] for name, p in params.items()}
-        rows += _depth_rows(run, curves, damping)
-    return rows
-
-
-@phased("trained layer's depth curves")
-def trained_depth_rows(run: RegressionRun, model: LSAModel) -> list[dict[str, Any]]:
-    """The trained tied layer applied n = 1..max_applications times with its update scaled by λ."""
-    rows = []
-    for damping in run.config.dampings:
-        if run.config.iterate_update == "y":
-            predictions = iterated_predictions(model.layers[0], run.test.tokens, run.config.max_applications,
-                                               damping, "y", run.layout.d_y)
-            rows += _depth_rows(run, {"trained": predictions}, damping)
-            continue
-        config = dataclasses.replace(run.config.model.lsa_config(run.layout), damping=damping, clip_activations=None)
-        damped = LSAModel(config).to(run.device).load_weights(model.weights())
-        with torch.no_grad():
-            _, states = damped(run.test.tokens, return_tokens=True, n_applications=run.config.max_applications)
-        rows += _depth_rows(run, {"trained": [run.layout.prediction(s) for s in states[1:]]}, damping)
-    return rows
-
-
-def _depth_rows(run: RegressionRun, curves: dict[str, Any], damping: float) -> list[dict[str, Any]]:
-    rows = []
-    for name, predictions in curves.items():
-        for n, prediction in enumerate(predictions, start=1):
-            loss = regression_loss(prediction, run.test.targets)
-            rows.append({"damping": damping, "applications": n, "model": name,
-                         "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
-    return rows
 
 
 def alignment_peak(curves: list[dict[str, Any]], seed: int) -> dict[str, float]:

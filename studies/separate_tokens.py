@@ -27,11 +27,12 @@ from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
 from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import alignment_metrics
-from icl_gd.regression.gd import tune_gd
+from icl_gd.regression.tuning import tune_gd
 from icl_gd.core.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
-from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateModelConfig, SeparateTokenModel,
-                                    SeparateTokenTask, SinusoidalPositions, StandardPositions, authors_copy_analysis,
-                                    copy_analysis)
+from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateTokenModel, authors_copy_analysis,
+                                              copy_analysis)
+from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateTokenTask, SinusoidalPositions,
+                                               StandardPositions)
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.study import (
     EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, relative_gap,

@@ -21,10 +21,11 @@ from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, Zero
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.gd import gd_predictions_per_step, gdpp_params_from_weights, tune_gd
+from icl_gd.regression.depth import DepthSweep, depth_metrics, reference_depth_rows, trained_depth_rows
+from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
-from icl_gd.regression.iteration import UPDATES, iterated_predictions
 from icl_gd.regression.lsa import LSAModel
+from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
                              ood_figure, weight_products_figure)
@@ -50,10 +51,10 @@ class SingleLayerConfig(RegressionConfig):
         require_positive_ints(self, "n_ood", "max_applications")
         if self.interpolation_points < 2:
             raise ConfigError(f"interpolation_points must be at least 2, got {self.interpolation_points}")
-        if not self.dampings or any(not 0 < g <= 1 for g in self.dampings):
-            raise ConfigError(f"dampings must be values in (0, 1], got {self.dampings!r}")
-        if self.iterate_update not in UPDATES:
-            raise ConfigError(f"iterate_update must be one of {', '.join(UPDATES)}, got {self.iterate_update!r}")
+        self.depth_sweep()
+
+    def depth_sweep(self) -> DepthSweep:
+        return DepthSweep(self.max_applications, self.dampings, self.iterate_update)
 
 
 def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
@@ -79,7 +80,9 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
                                                     run.test.targets.double())}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
     iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
-    gd_depth = gd_depth_rows(run, etas[0]) if iterate else []
+    depth, test = config.depth_sweep(), run.test
+    gd_depth = reference_depth_rows(depth, layout, test.tokens, test.targets, {"gd": GDPPParams((etas[0],), (0.0,))}
+                                    ) if iterate else []
     for seed, model in models.items():
         interpolated = interpolate_models(model, constructed, 0.5)
         run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})
@@ -89,52 +92,10 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
         run.record(seed, {"interpolation_max_rel_gap": gap})
         run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolated}, config.n_ood)
         if iterate:
-            rows = trained_depth_rows(run, model) + gd_depth
+            rows = trained_depth_rows(depth, model.layers[0], test.tokens, test.targets, layout.d_y) + gd_depth
             run.add_rows("depth", rows, seed=seed)
-            run.record(seed, depth_metrics(rows, config))
+            run.record(seed, depth_metrics(rows, config.dampings))
     return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
-
-
-def gd_depth_rows(run: RegressionRun, eta: float) -> list[dict[str, Any]]:
-    """GD with step size λη run n = 1..max_applications steps (float64), rows {damping, applications, model,
-    loss}; independent of the training seed."""
-    n, rows = run.config.max_applications, []
-    x, y, x_query = (t.double() for t in run.layout.split(run.test.tokens))
-    for damping in run.config.dampings:
-        predictions = gd_predictions_per_step(x, y, x_query, [damping * eta] * n)[1:]
-        rows += _depth_rows(run, "gd", predictions, damping)
-    return rows
-
-
-def trained_depth_rows(run: RegressionRun, model: LSAModel) -> list[dict[str, Any]]:
-    """The trained layer applied n = 1..max_applications times with its update scaled by λ (no clipping)."""
-    rows = []
-    for damping in run.config.dampings:
-        predictions = iterated_predictions(model.layers[0], run.test.tokens, run.config.max_applications, damping,
-                                           run.config.iterate_update, run.layout.d_y)
-        rows += _depth_rows(run, "trained", predictions, damping)
-    return rows
-
-
-def _depth_rows(run: RegressionRun, name: str, predictions: list[torch.Tensor], damping: float
-                ) -> list[dict[str, Any]]:
-    rows = []
-    for n, prediction in enumerate(predictions, start=1):
-        loss = regression_loss(prediction.to(run.test.targets.dtype), run.test.targets)
-        rows.append({"damping": damping, "applications": n, "model": name,
-                     "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
-    return rows
-
-
-def depth_metrics(rows: list[dict[str, Any]], config: SingleLayerConfig) -> dict[str, list[float]]:
-    """``depth_loss_{trained,gd}``: the loss after ``max_applications`` applications / steps, one per damping;
-    ``depth_min_loss_{trained,gd}``: the least loss over 1..max_applications, one per damping."""
-    out: dict[str, list[float]] = {}
-    for name in ("trained", "gd"):
-        by_damping = [[r["loss"] for r in rows if r["model"] == name and r["damping"] == g] for g in config.dampings]
-        out[f"depth_loss_{name}"] = [losses[-1] for losses in by_damping]
-        out[f"depth_min_loss_{name}"] = [min(losses) for losses in by_damping]
-    return out
 
 
 def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float]) -> LSAModel:

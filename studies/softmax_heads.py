@@ -14,7 +14,7 @@ from typing import Any
 from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
 from icl_gd.core.config import setting
 from icl_gd.regression.evaluation import alignment_metrics
-from icl_gd.regression.gd import tune_gd
+from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.core.plotting import heads_figure, loss_curves_figure
 from icl_gd.core.study import RunContext, Study

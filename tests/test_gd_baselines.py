@@ -3,7 +3,8 @@ import torch
 
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, RidgePredictor, ZeroPredictor
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.gd import gd_predict, gd_predictions_per_step, gd_step, optimal_one_step_eta, regression_gradient, tune_gd
+from icl_gd.regression.gd import gd_predict, gd_predictions_per_step, gd_step, optimal_one_step_eta, regression_gradient
+from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream
 from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask

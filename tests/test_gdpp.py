@@ -11,7 +11,8 @@ from icl_gd.constructions.verify import all_checks
 from icl_gd.regression.baselines import GDPPPredictor, GDPredictor
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import (GDPPParams, gd_predictions_per_step, gdpp_loss, gdpp_params_from_weights, gdpp_predict,
-                       gdpp_predictions_per_step, tune_gd, tune_gdpp)
+                                  gdpp_predictions_per_step)
+from icl_gd.regression.tuning import tune_gd, tune_gdpp
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import ConcatLayout
 

@@ -6,6 +6,7 @@ import torch
 from typer.testing import CliRunner
 
 import icl_gd.regression.gd as gd
+import icl_gd.regression.tuning as tuning
 import icl_gd.regression.metrics as metrics
 
 from icl_gd.cli import app
@@ -78,11 +79,11 @@ def _tasks(n=96, d=4, N=6, seed=0):
 @pytest.mark.parametrize("shared", [True, False])
 def test_tuning_in_chunks_of_tasks_finds_the_same_step_sizes(monkeypatch, shared):
     tasks = _tasks()
-    whole_gd = gd.tune_gd(*tasks, 3, shared=shared)
-    whole_gdpp = gd.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
-    monkeypatch.setattr(gd, "TUNE_TASK_STEPS", 30)  # 10 tasks per pass of 3 steps: 10 chunks
-    chunked_gd = gd.tune_gd(*tasks, 3, shared=shared)
-    chunked_gdpp = gd.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
+    whole_gd = tuning.tune_gd(*tasks, 3, shared=shared)
+    whole_gdpp = tuning.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
+    monkeypatch.setattr(tuning, "TUNE_TASK_STEPS", 30)  # 10 tasks per pass of 3 steps: 10 chunks
+    chunked_gd = tuning.tune_gd(*tasks, 3, shared=shared)
+    chunked_gdpp = tuning.tune_gdpp(*tasks, 3, shared=shared, start=whole_gd, gamma_starts=(0.0, 0.5))
     assert chunked_gd.etas == pytest.approx(whole_gd.etas, rel=1e-7)
     assert chunked_gdpp.etas == pytest.approx(whole_gdpp.etas, rel=1e-6)
     assert chunked_gdpp.gammas == pytest.approx(whole_gdpp.gammas, rel=1e-6, abs=1e-12)

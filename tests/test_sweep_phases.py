@@ -6,7 +6,7 @@ import time
 import torch
 
 import icl_gd.core.progress as progress
-from icl_gd.regression.gd import tune_gd
+from icl_gd.regression.tuning import tune_gd
 from icl_gd.core.progress import phase, phases_shown, tick
 
 

@@ -10,7 +10,7 @@ K layers, H heads, S seeds trained as one model, 4-byte floats, 8-byte float64 r
   each layer's states in the sensitivities' graph, 2 · T·D floats for each of min(n_test · K, EVAL_TASK_LAYERS)
   task-layers (deep models are scored in chunks of tasks, ``icl_gd.regression.metrics``);
 - tuning (``n_tune``): the tuning tasks, 2 · n_tune · T·D doubles, plus the L-BFGS graph of K GD/GD++ steps,
-  2 · T·D doubles for each of min(n_tune · K, TUNE_TASK_STEPS) task-steps (``icl_gd.regression.gd``).
+  2 · T·D doubles for each of min(n_tune · K, TUNE_TASK_STEPS) task-steps (``icl_gd.regression.tuning``).
 
 A run is refused only when one of these alone exceeds the free memory, so a run that fits is never refused; what
 the estimate misses still ends, at run time, in a one-line out-of-memory error.
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.gd import TUNE_TASK_STEPS
+from icl_gd.regression.tuning import TUNE_TASK_STEPS
 from icl_gd.regression.metrics import EVAL_TASK_LAYERS
 
 FLOAT, DOUBLE = 4, 8

@@ -10,7 +10,8 @@ token's right neighbour, and the query's "right neighbour" wraps round to x_1, w
 layer of Proposition 3 leaves the query's y slot at zero.
 
 Sign convention as in the concatenated layout: a model writes -ŷ into the query's y slot.
-Shapes: B tasks, N context pairs, T = 2N+1 tokens, D = d_x + d_y + 2F.
+Shapes: B tasks, N context pairs, T = 2N+1 tokens, D = d_x + d_y + 2F. The model these tokens feed (a softmax copy
+layer, then a GD layer) and the analyses of its copy layer: ``icl_gd.regression.separate_model``.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
-from icl_gd.core.config import require_positive, require_positive_ints
+from icl_gd.core.config import require_positive_ints
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.lsa import LSAConfig, LSALayer
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch
 from icl_gd.regression.tokens import LayoutTokenTask, query_prediction
 
@@ -67,9 +66,57 @@ class SinusoidalPositions:
         return R.to(dtype)
 
 
-# ---------------------------------------------------------------------------------------------------- layout
+# ---------------------------------------------------------------------------------------------------- layouts
+class _AlternatingLayout:
+    """What both separate layouts share: tokens x_1, (y_1), ..., x_N, (y_N), x_q (inputs at even positions, labels
+    at odd ones, the query last), each with its position's encoding in ``pos_slot``. A layout says its widths and
+    slots, ``n_context`` and ``encode_positions``."""
+
+    n_context: int
+    d_x: int
+    d_y: int
+    d_model: int
+    y_slot: slice
+    pos_slot: slice
+    name = "layout"  # in error messages
+
+    def encode_positions(self, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+        """(2N+1, d_pos) encodings of the token positions."""
+        raise NotImplementedError
+
+    @property
+    def n_tokens(self) -> int:
+        return 2 * self.n_context + 1
+
+    @property
+    def x_slot(self) -> slice:
+        return slice(0, self.d_x)
+
+    @property
+    def x_positions(self) -> list[int]:
+        """Token indices of the context inputs x_1..x_N (0, 2, ..., 2N-2)."""
+        return list(range(0, 2 * self.n_context, 2))
+
+    def tokens(self, batch: RegressionBatch) -> torch.Tensor:
+        """(B, 2N+1, D) tokens of ``batch``: x_1, (0, y_1), ..., x_N, (0, y_N), x_q, each with p_t."""
+        x, y = batch.x, batch.y
+        B, N = x.shape[0], self.n_context
+        if x.shape[1] != N + 1 or x.shape[-1] != self.d_x or y.shape[-1] != self.d_y:
+            raise ConfigError(f"batch of shape x{tuple(x.shape)}, y{tuple(y.shape)} does not fit {self.name} "
+                              f"d_x={self.d_x}, d_y={self.d_y}, N={N}")
+        out = x.new_zeros(B, self.n_tokens, self.d_model)
+        out[:, 0::2, self.x_slot] = x  # inputs at 0, 2, ..., 2N (the query's x at 2N)
+        out[:, 1::2, self.y_slot] = y[:, :-1]
+        out[:, :, self.pos_slot] = self.encode_positions(x.dtype, x.device)
+        return out
+
+    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x)) read back from input tokens."""
+        return tokens[:, 0:-1:2, self.x_slot], tokens[:, 1::2, self.y_slot], tokens[:, -1, self.x_slot]
+
+
 @dataclass(frozen=True)
-class SeparateLayout:
+class SeparateLayout(_AlternatingLayout):
     """Tokens (B, 2N+1, d_x + d_y + 2F): x tokens at even positions, y tokens at odd ones, the query last."""
 
     d_x: int
@@ -81,20 +128,12 @@ class SeparateLayout:
         require_positive_ints(self, "d_x", "d_y", "n_context")
 
     @property
-    def n_tokens(self) -> int:
-        return 2 * self.n_context + 1
-
-    @property
     def d_pos(self) -> int:
         return 2 * self.positions.resolved(self.n_context)[0]
 
     @property
     def d_model(self) -> int:
         return self.d_x + self.d_y + self.d_pos
-
-    @property
-    def x_slot(self) -> slice:
-        return slice(0, self.d_x)
 
     @property
     def y_slot(self) -> slice:
@@ -109,27 +148,8 @@ class SeparateLayout:
     def pos_slot(self) -> slice:
         return slice(self.d_x + self.d_y, self.d_model)
 
-    @property
-    def x_positions(self) -> list[int]:
-        """Token indices of the context inputs x_1..x_N (0, 2, ..., 2N-2)."""
-        return list(range(0, 2 * self.n_context, 2))
-
-    def tokens(self, batch: RegressionBatch) -> torch.Tensor:
-        """(B, 2N+1, D) tokens of ``batch``: x_1, (0, y_1), ..., x_N, (0, y_N), x_q, each with p_t."""
-        x, y = batch.x, batch.y
-        B, N = x.shape[0], self.n_context
-        if x.shape[1] != N + 1 or x.shape[-1] != self.d_x or y.shape[-1] != self.d_y:
-            raise ConfigError(f"batch of shape x{tuple(x.shape)}, y{tuple(y.shape)} does not fit layout "
-                              f"d_x={self.d_x}, d_y={self.d_y}, N={N}")
-        out = x.new_zeros(B, self.n_tokens, self.d_model)
-        out[:, 0::2, self.x_slot] = x  # inputs at 0, 2, ..., 2N (the query's x at 2N)
-        out[:, 1::2, self.y_slot] = y[:, :-1]
-        out[:, :, self.pos_slot] = self.positions.encode(self.n_tokens, N, x.dtype, x.device)
-        return out
-
-    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x)) read back from input tokens."""
-        return (tokens[:, 0:-1:2, self.x_slot], tokens[:, 1::2, self.y_slot], tokens[:, -1, self.x_slot])
+    def encode_positions(self, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+        return self.positions.encode(self.n_tokens, self.n_context, dtype, device)
 
     def prediction(self, tokens: torch.Tensor) -> torch.Tensor:
         """ŷ (B, d_y) = minus the query's y slot."""
@@ -171,7 +191,7 @@ class StandardPositions:
 
 
 @dataclass(frozen=True)
-class AuthorsSeparateLayout:
+class AuthorsSeparateLayout(_AlternatingLayout):
     """The authors' separate-token layout: tokens (B, 2N+1, d_x + P). An input token is (x_i, p_t), a label token
     ((0, ..., 0, y_i), p_t) (y in the last data coordinate, the one x_i's last entry uses), the query (x_q, p_2N);
     p_t the standard sinusoidal encoding (``StandardPositions``) concatenated. ŷ is minus the query's **last
@@ -184,6 +204,7 @@ class AuthorsSeparateLayout:
     n_context: int
     positions: StandardPositions = StandardPositions()
     own_label_slot: bool = False
+    name = "the authors' layout"
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "d_x", "n_context")
@@ -197,20 +218,12 @@ class AuthorsSeparateLayout:
         return 1
 
     @property
-    def n_tokens(self) -> int:
-        return 2 * self.n_context + 1
-
-    @property
     def d_pos(self) -> int:
         return self.positions.size
 
     @property
     def d_model(self) -> int:
         return self.d_data + self.d_pos
-
-    @property
-    def x_slot(self) -> slice:
-        return slice(0, self.d_x)
 
     @property
     def y_slot(self) -> slice:
@@ -230,25 +243,8 @@ class AuthorsSeparateLayout:
     def readout_slot(self) -> slice:
         return slice(self.d_model - 1, self.d_model)
 
-    @property
-    def x_positions(self) -> list[int]:
-        return list(range(0, 2 * self.n_context, 2))
-
-    def tokens(self, batch: RegressionBatch) -> torch.Tensor:
-        x, y = batch.x, batch.y
-        B, N = x.shape[0], self.n_context
-        if x.shape[1] != N + 1 or x.shape[-1] != self.d_x or y.shape[-1] != 1:
-            raise ConfigError(f"batch of shape x{tuple(x.shape)}, y{tuple(y.shape)} does not fit the authors' layout "
-                              f"d_x={self.d_x}, d_y=1, N={N}")
-        out = x.new_zeros(B, self.n_tokens, self.d_model)
-        out[:, 0::2, self.x_slot] = x
-        out[:, 1::2, self.y_slot] = y[:, :-1]
-        out[:, :, self.pos_slot] = self.positions.encode(self.n_tokens, x.dtype, x.device)
-        return out
-
-    def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(x_context (B, N, d_x), y_context (B, N, 1), x_query (B, d_x)) read back from input tokens."""
-        return tokens[:, 0:-1:2, self.x_slot], tokens[:, 1::2, self.y_slot], tokens[:, -1, self.x_slot]
+    def encode_positions(self, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+        return self.positions.encode(self.n_tokens, dtype, device)
 
     def prediction(self, tokens: torch.Tensor) -> torch.Tensor:
         """ŷ (B, 1) = minus the query's last coordinate."""
@@ -280,141 +276,3 @@ class SeparateTokenTask(LayoutTokenTask):
     @property
     def layout(self) -> SeparateLayout:
         return SeparateLayout(self.task.d, self.task.d_y, self.task.n_context, self.positions)
-
-
-
-# ---------------------------------------------------------------------------------------------------- models
-@dataclass(frozen=True)
-class SeparateModelConfig:
-    """A softmax-attention layer (``n_heads`` heads) then a linear LSA layer, on separate tokens."""
-
-    n_heads: int = 1
-    key_size: int | None = None
-    init_scale: float = 0.002
-    scaled_logits: bool = False  # the copy layer's logits divided by sqrt(key size) (the authors')
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.n_heads, int) or self.n_heads <= 0:
-            raise ConfigError(f"n_heads must be a positive integer, got {self.n_heads!r}")
-        if self.key_size is not None and self.key_size <= 0:
-            raise ConfigError(f"key_size must be a positive integer, got {self.key_size!r}")
-        require_positive("init_scale", self.init_scale)
-
-
-class SeparateTokenModel(nn.Module):
-    """``copy`` (softmax attention) then ``gd`` (linear LSA), both residual; ŷ = ``layout.prediction`` (minus the
-    query's y slot, or its last coordinate in the authors' layout).
-
-    ``forward(tokens)`` gives ŷ (B, d_y); with ``return_tokens`` also [input, after copy, after gd] (B, T, D).
-    """
-
-    def __init__(self, layout: SeparateLayout | AuthorsSeparateLayout,
-                 config: SeparateModelConfig = SeparateModelConfig(), seed: int = 0) -> None:
-        super().__init__()
-        self.layout = layout
-        self.config = config
-        gen = torch.Generator().manual_seed(seed)
-        D = layout.d_model
-        # n_layers=2 in both configs: the authors' init variance 0.002 / (layers · fan_in).
-        self.copy = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, n_heads=config.n_heads,
-                                       key_size=config.key_size, softmax=True, scaled_logits=config.scaled_logits,
-                                       init_scale=config.init_scale), gen)
-        self.gd = LSALayer(LSAConfig(d_model=D, d_y=layout.d_y, n_layers=2, init_scale=config.init_scale), gen)
-
-    def forward(self, tokens: torch.Tensor, return_tokens: bool = False):
-        copied = self.copy(tokens)
-        if return_tokens:
-            final = self.gd(copied)
-            return self.layout.prediction(final), [tokens, copied, final]
-        # Only the query's final state is read: update it alone (O(N D) instead of O(N D²) per task).
-        query = copied[:, -1] + self.gd.config.damping * self.gd.query_update(copied)
-        return self.layout.prediction(query[:, None])
-
-
-# ---------------------------------------------------------------------------------------------------- analysis
-@dataclass(frozen=True)
-class CopyAnalysis:
-    """Gradient norms of a layer's update at output token k with respect to its input tokens.
-
-    ``norms`` (T, T): mean over tasks of ‖∂u_k/∂e_j‖_F (u_k the attention update of token k, residual excluded).
-    Per output token k (T,): ``own`` = j = k; ``next`` = j = k+1 (NaN for the last token); ``other`` = the joint
-    norm over every j ∉ {k, k+1}; ``other_per_token`` = its mean per such token; ``own_with_residual`` =
-    ‖I + ∂u_k/∂e_k‖_F, the whole layer's output.
-    """
-
-    norms: torch.Tensor
-    own: torch.Tensor
-    next: torch.Tensor
-    other: torch.Tensor
-    other_per_token: torch.Tensor
-    own_with_residual: torch.Tensor
-
-
-def copy_analysis(layer: nn.Module, tokens: torch.Tensor) -> CopyAnalysis:
-    """Per-task Jacobians of ``layer``'s update (tokens (B, T, D) -> (B, T, D)) by ``torch.func``, then the norms.
-
-    The "others" of token k exclude k+1: counting the neighbour among them would hide the copy.
-    """
-    B, T, D = tokens.shape
-
-    def update(e: torch.Tensor) -> torch.Tensor:  # (T, D) -> (T, D)
-        return layer(e[None])[0] - e
-
-    with torch.enable_grad():
-        J = torch.func.vmap(torch.func.jacrev(update))(tokens.detach()).detach()  # (B, T, D, T, D)
-    eye = torch.eye(D, dtype=tokens.dtype, device=tokens.device)
-    diag = torch.diagonal(J, dim1=1, dim2=3).permute(0, 3, 1, 2)  # (B, T, D, D): ∂u_k/∂e_k
-    per_pair = J.pow(2).sum(dim=(2, 4))  # (B, T, T): squared norms ‖∂u_k/∂e_j‖²
-    k = torch.arange(T, device=tokens.device)
-    next_mask = torch.zeros(T, T, dtype=torch.bool, device=tokens.device)
-    next_mask[k[:-1], k[:-1] + 1] = True
-    own_mask = torch.eye(T, dtype=torch.bool, device=tokens.device)
-    other_mask = ~(own_mask | next_mask)
-    own = per_pair.diagonal(dim1=1, dim2=2).sqrt()
-    nxt = torch.full((B, T), float("nan"), dtype=tokens.dtype, device=tokens.device)
-    nxt[:, :-1] = per_pair[:, k[:-1], k[:-1] + 1].sqrt()
-    other = (per_pair * other_mask).sum(-1).sqrt()
-    other_per_token = (per_pair.sqrt() * other_mask).sum(-1) / other_mask.sum(-1)
-    own_res = (diag + eye).pow(2).sum(dim=(-1, -2)).sqrt()
-    return CopyAnalysis(per_pair.sqrt().mean(0), own.mean(0), nxt.mean(0), other.mean(0),
-                        other_per_token.mean(0), own_res.mean(0))
-
-
-@dataclass(frozen=True)
-class AuthorsCopyAnalysis:
-    """The authors' copy analysis (``analyse_copy``), averaged over output tokens k = 0..2N-2: with g_kj = ‖mean
-    over tasks of ∂(Σ_d out_k[d])/∂e_j‖ (out the layer's output, residual included; e_j's **data** coordinates
-    only: their positions are added inside the model, so they are no input to differentiate), ``own`` = g_kk,
-    ``next`` = g_k,k+1, ``other`` = Σ_{j ∉ {k, k+1}} g_kj / (T-2); ``other_with_next`` = Σ_{j ≠ k} g_kj / (T-2),
-    their sum, which counts the neighbour k+1 among the others (their bug, kept to show what it does)."""
-
-    own: float
-    next: float
-    other: float
-    other_with_next: float
-
-
-def authors_copy_analysis(layer: nn.Module, tokens: torch.Tensor, data: slice = slice(None)) -> AuthorsCopyAnalysis:
-    """``layer`` maps tokens (B, T, D) to (B, T, D); tokens (B, T, D); ``data`` the coordinates that are the
-    model's inputs (a layout's ``data_slot``; all by default). One backward pass per output token k.
-
-    Theirs averages the gradient over all 10 000 test tasks before its norm: with few tasks the norm of the mean
-    keeps the sampling noise (about 1/√B of a task's norm), which inflates ``other`` most."""
-    B, T, D = tokens.shape
-    inputs = tokens.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        out = layer(inputs)
-        own = nxt = other = other_with_next = 0.0
-        ks = range(T - 2)  # k = 0..2N-2, as theirs: k+1 is then a token of the context
-        for k in ks:
-            (grad,) = torch.autograd.grad(out[:, k].sum(), inputs, retain_graph=True)  # (B, T, D): per task
-            g = grad[..., data].mean(0).norm(dim=-1)  # (T,): ‖mean over tasks of the gradient‖ per input token
-            others = torch.ones(T, dtype=torch.bool, device=tokens.device)
-            others[k] = False
-            with_next = float(g[others].sum())
-            others[k + 1] = False
-            own, nxt = own + float(g[k]), nxt + float(g[k + 1])
-            other += float(g[others].sum()) / (T - 2)
-            other_with_next += with_next / (T - 2)
-    n = len(ks)
-    return AuthorsCopyAnalysis(own / n, nxt / n, other / n, other_with_next / n)

@@ -1,0 +1,99 @@
+"""A trained layer applied past its training depth, with damping, beside GD (and GD++) run as long (von Oswald et
+al. 2023, §3: the single trained layer iterated 50 times with damping λ = 0.75, against 50 GD steps of size λη).
+
+For each damping λ and n = 1..max_applications: the trained layer applied n times, e <- e + λ·Δ(e)
+(``iteration.iterated_predictions``; ``update="y"`` adds only the update's y slots, the authors' ``y_update``),
+and each reference's one step (η, γ) taken n times as (λη, λγ). Rows {damping, applications, model, loss} for
+``depth.csv``; ``depth_metrics`` reads the last and the least loss per damping off them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.progress import phased
+from icl_gd.regression.baselines import ContextLayout, GDPPPredictor
+from icl_gd.regression.gd import GDPPParams, gd_predictions_per_step
+from icl_gd.regression.iteration import UPDATES, iterated_predictions
+from icl_gd.regression.lsa import LSALayer
+from icl_gd.regression.metrics import regression_loss
+
+
+@dataclass(frozen=True)
+class DepthSweep:
+    """n = 1..``max_applications`` applications for each damping λ in ``dampings`` (each in (0, 1]); ``update``
+    is ``all`` (the whole update) or ``y`` (its y slots only; a GD++ reference then drops its x transform too)."""
+
+    max_applications: int
+    dampings: tuple[float, ...]
+    update: str = "all"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_applications, int) or self.max_applications <= 0:
+            raise ConfigError(f"max_applications must be a positive integer, got {self.max_applications!r}")
+        if not self.dampings or any(not 0 < g <= 1 for g in self.dampings):
+            raise ConfigError(f"dampings must be values in (0, 1], got {self.dampings!r}")
+        if self.update not in UPDATES:
+            raise ConfigError(f"iterate_update must be one of {', '.join(UPDATES)}, got {self.update!r}")
+
+
+@phased("trained layer's depth curves")
+def trained_depth_rows(sweep: DepthSweep, layer: LSALayer, tokens: torch.Tensor, targets: torch.Tensor,
+                       d_y: int) -> list[dict[str, Any]]:
+    """Model ``trained``: ``layer`` applied n times to ``tokens (B, T, D)`` with its update scaled by λ (no
+    clipping), scored against ``targets (B, d_y)``."""
+    rows = []
+    for damping in sweep.dampings:
+        predictions = iterated_predictions(layer, tokens, sweep.max_applications, damping, sweep.update, d_y)
+        rows += depth_rows({"trained": predictions}, targets, damping)
+    return rows
+
+
+@phased("GD/GD++ depth curves")
+def reference_depth_rows(sweep: DepthSweep, layout: ContextLayout, tokens: torch.Tensor, targets: torch.Tensor,
+                         references: Mapping[str, GDPPParams]) -> list[dict[str, Any]]:
+    """Each reference's first step (η, γ) taken n times as (λη, λγ) on the tasks of ``tokens``, computed in float64
+    and read in the tokens' dtype (as every reference predictor); γ = 0 (always, under ``update="y"``) is plain GD.
+    They do not depend on the training seed: compute them once."""
+    n, rows = sweep.max_applications, []
+    for damping in sweep.dampings:
+        curves = {}
+        for name, params in references.items():
+            eta = damping * params.etas[0]
+            gamma = damping * params.gammas[0] if sweep.update == "all" else 0.0
+            if gamma == 0.0:
+                x, y, x_query = (t.double() for t in layout.split(tokens))
+                curves[name] = gd_predictions_per_step(x, y, x_query, [eta] * n)[1:].to(tokens.dtype)
+            else:
+                curves[name] = GDPPPredictor(layout, GDPPParams((eta,) * n, (gamma,) * n)).predictions_per_step(
+                    tokens)[1:]
+        rows += depth_rows(curves, targets, damping)
+    return rows
+
+
+def depth_rows(curves: Mapping[str, Sequence[torch.Tensor]], targets: torch.Tensor, damping: float
+               ) -> list[dict[str, Any]]:
+    """Rows {damping, applications, model, loss} of each model's predictions after n = 1, 2, ... applications."""
+    rows = []
+    for name, predictions in curves.items():
+        for n, prediction in enumerate(predictions, start=1):
+            loss = regression_loss(prediction, targets)
+            rows.append({"damping": damping, "applications": n, "model": name,
+                         "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
+    return rows
+
+
+def depth_metrics(rows: Sequence[dict[str, Any]], dampings: Sequence[float]) -> dict[str, list[float]]:
+    """Per model of the rows (in their order): ``depth_loss_<model>``, the loss after the last application, and
+    ``depth_min_loss_<model>``, the least loss over all of them, one value per damping."""
+    out: dict[str, list[float]] = {}
+    for name in dict.fromkeys(r["model"] for r in rows):
+        by_damping = [[r["loss"] for r in rows if r["model"] == name and r["damping"] == g] for g in dampings]
+        out[f"depth_loss_{name}"] = [losses[-1] for losses in by_damping]
+        out[f"depth_min_loss_{name}"] = [min(losses) for losses in by_damping]
+    return out
