@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from icl_gd.cli import app
 from icl_gd.constructions.dual_lm import TINY, random_corpus, verify_trained
 from icl_gd.dual.lm_analysis import (
-    LMAnalysisConfig, gather_units, make_queries, removal_drops, score_lm,
+    LMAnalysisConfig, make_queries, removal_drops, score_lm,
 )
 from icl_gd.dual.lm_training import batchify, train_lm
 from icl_gd.dual.lstm import layer_modules
@@ -141,7 +141,7 @@ def test_removal_of_output_keys_matches_the_dual_sum(tmp_path):
     layer = dual_layer(open_memory(trained.memory)["output"])
     selected = np.array([[0, 5, 9], [1, 2, 3], [7, 7, 8], [100, 200, 300]])
     drops = removal_drops(trained.model, trained.model.output, layer, queries, selected)
-    key, value, bias = gather_units(layer, selected.reshape(-1))
+    key, value, bias = layer.gather(selected.reshape(-1))
     blocks = list(layer.blocks(block_rows=50))  # the units as the blocked reader gives them
     np.testing.assert_array_equal(key.reshape(12, -1), np.concatenate([b.key for b in blocks])[selected.reshape(-1)])
     np.testing.assert_array_equal(value.reshape(12, -1),

@@ -157,35 +157,12 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
                     groups[:, :step_bins], groups[:, step_bins:], rank + 1, curves, n_keys)
 
 
-def gather_units(layer: DualLayer, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Keys ``(n, in)``, values ``(n, out)`` and bias values of the units at ``rows (n,)`` (float64), read
-    from the memory maps row by row (only the touched pages of each chunk are read)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    table = layer.memory.table("rows")
-    if rows.size and (rows.min() < 0 or rows.max() >= table.rows):
-        raise ConfigError(f"unit rows must lie in 0..{table.rows - 1}")
-    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
-    key, error, step = np.zeros((len(rows), d_in)), np.zeros((len(rows), d_out)), np.zeros(len(rows), np.int64)
-    starts = np.cumsum((0,) + table.chunk_rows)
-    for index in range(len(table.chunks)):
-        inside = (rows >= starts[index]) & (rows < starts[index + 1])
-        if inside.any():
-            local = rows[inside] - starts[index]
-            chunk = table.open_chunk(index, ["key", "error", "step"])
-            key[inside], error[inside], step[inside] = chunk["key"][local], chunk["error"][local], chunk["step"][local]
-    def coefficients(coef: np.ndarray) -> np.ndarray:  # rows recorded after the last optimizer step count 0
-        return np.where(step < len(coef), coef[np.minimum(step, len(coef) - 1)], 0.0)[:, None]
-    value = error * coefficients(layer.coef_w)
-    bias = error * coefficients(layer.coef_b) if layer.has_bias else None
-    return key, value, bias
-
-
 def removal_drops(model: LSTMLanguageModel, module: torch.nn.Linear, layer: DualLayer, queries: LMQueries,
                   selected: np.ndarray) -> np.ndarray:
     """``(nq,)`` drop of each query's predicted-word probability when the units ``selected[j] (k,)`` are removed
     from ``layer`` (W - Σ v kᵀ, b - Σ v^b), the query's words read again from a zero state."""
     unique, inverse = np.unique(selected, return_inverse=True)
-    key, value, bias = gather_units(layer, unique)
+    key, value, bias = layer.gather(unique)
     inverse = inverse.reshape(selected.shape)
     drops = np.zeros(len(selected))
     for j in range(len(selected)):

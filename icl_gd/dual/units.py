@@ -127,6 +127,26 @@ class DualLayer:
         out[inside] = coef[step[inside]]
         return out
 
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Uncompressed layers: keys ``(n, in)``, values ``(n, out)`` and bias values of the units at ``rows (n,)``
+        (float64), read from the memory maps row by row (only the touched pages of each chunk are read)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        table = self.memory.table("rows")
+        if rows.size and (rows.min() < 0 or rows.max() >= table.rows):
+            raise ConfigError(f"unit rows must lie in 0..{table.rows - 1}")
+        d_in, d_out = int(self.memory.info["in_features"]), int(self.memory.info["out_features"])
+        key, error, step = np.zeros((len(rows), d_in)), np.zeros((len(rows), d_out)), np.zeros(len(rows), np.int64)
+        starts = np.cumsum((0,) + table.chunk_rows)
+        for index in range(len(table.chunks)):
+            inside = (rows >= starts[index]) & (rows < starts[index + 1])
+            if inside.any():
+                local = rows[inside] - starts[index]
+                chunk = table.open_chunk(index, ["key", "error", "step"])
+                key[inside], error[inside], step[inside] = chunk["key"][local], chunk["error"][local], chunk["step"][local]
+        value = error * self._step_coef(self.coef_w, step)[:, None]
+        bias = error * self._step_coef(self.coef_b, step)[:, None] if self.has_bias else None
+        return key, value, bias
+
     def compact_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """Compressed layers: ``(example ids (E,), keys (E, in))`` sorted by example id, in RAM."""
         table = self.memory.table("keys")
