@@ -65,12 +65,19 @@ def ood_max_gap(evidence: SeedEvidence) -> float:
     return max(gaps)
 
 
+def identity_claim(id: str, paper: str, source: str, statement: str, prefix: str, tolerance: str = "") -> Claim:
+    """The claim that every `icl-gd verify` identity named ``prefix``... holds within its tolerance (float64; the
+    ``tolerance`` shown in the claim's description when given)."""
+    shown = f" ({tolerance})" if tolerance else ""
+    return Claim(id, paper, source, statement, (VERIFY,), worst_identity(prefix),
+                 f"max relative error / tolerance{shown} over the float64 identities", 1.0, Direction.BELOW)
+
+
 # ---------------------------------------------------------------------------------------------------- claims
 _VO = VON_OSWALD
 CLAIMS: tuple[Claim, ...] = (
-    Claim("vo-prop1-exact", _VO, "Prop. 1", "One LSA layer with the constructed weights is exactly one GD step "
-          "(and K layers K steps).", (VERIFY,), worst_identity("prop1:"),
-          "max relative error / tolerance (1e-12) over the float64 identities", 1.0, Direction.BELOW),
+    identity_claim("vo-prop1-exact", _VO, "Prop. 1", "One LSA layer with the constructed weights is exactly one GD "
+                   "step (and K layers K steps).", "prop1:", "1e-12"),
     Claim("vo-single-loss", _VO, "§3, Fig. 2", "A trained single LSA layer has the loss of one tuned GD step.",
           (SINGLE_LAYER,), metric("loss_rel_gap_trained_vs_gd", absolute=True), "|L_trained - L_GD| / L_GD", 0.02,
           Direction.BELOW, quick_decisive=False, figures=("figures/loss_curves.png",)),
@@ -102,9 +109,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("vo-recurrent3-gdpp", _VO, "§3, Fig. 4", "The recurrent 3-layer model aligns more with GD++ than with GD.",
           (RECURRENT_3,), difference("cos_sensitivity_gdpp", "cos_sensitivity_gd"),
           "cos sensitivity vs GD++ minus vs GD", 0.0, Direction.ABOVE, quick_decisive=False),
-    Claim("vo-gdpp-exact", _VO, "§3, App. A", "GD++ is exactly a stack of LSA layers with the constructed weights.",
-          (VERIFY,), worst_identity("gd++:"), "max relative error / tolerance (1e-12) over the float64 identities",
-          1.0, Direction.BELOW),
+    identity_claim("vo-gdpp-exact", _VO, "§3, App. A", "GD++ is exactly a stack of LSA layers with the constructed "
+                   "weights.", "gd++:", "1e-12"),
     Claim("vo-gdpp-condition", _VO, "§3", "The GD++ transform I - γXXᵀ lowers the condition number of the data "
           "covariance.", (RECURRENT_2,), difference("cond_log10_gdpp[-1]", "cond_log10_data"),
           "log10 κ(XXᵀ) after the tuned GD++ transforms minus before (mean over test tasks)", 0.0, Direction.BELOW,
@@ -112,16 +118,14 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("vo-deep-separate", _VO, "§3, Fig. 5", "Deeper non-recurrent LSA models (3 separate layers) beat 3 steps of "
           "tuned GD.", (SEPARATE_3,), metric("loss_rel_gap_trained_vs_gd"), "(L_trained - L_GD) / L_GD", 0.0,
           Direction.BELOW, quick_decisive=False),
-    Claim("vo-prop2-exact", _VO, "Prop. 2", "An MLP followed by the Prop. 1 layer is exactly one GD step on a linear "
-          "read-out of the MLP's features (kernel regression).", (VERIFY,), worst_identity("prop2:"),
-          "max relative error / tolerance over the float64 identities", 1.0, Direction.BELOW),
+    identity_claim("vo-prop2-exact", _VO, "Prop. 2", "An MLP followed by the Prop. 1 layer is exactly one GD step on "
+                   "a linear read-out of the MLP's features (kernel regression).", "prop2:"),
     Claim("vo-sine", _VO, "§4, Fig. 6", "On sine regression the trained MLP + LSA model matches its meta-learned "
           "one-step-GD baseline.", (SINE,), metric("loss_rel_gap_trained_vs_meta", absolute=True),
           "|L_trained - L_meta| / L_meta", 0.10, Direction.BELOW, quick_decisive=False,
           figures=("figures/loss_curves.png",)),
-    Claim("vo-prop3-exact", _VO, "Prop. 3", "A softmax copy layer followed by the Prop. 1 layer is exactly one GD step "
-          "on separate x and y tokens.", (VERIFY,), worst_identity("prop3:"),
-          "max relative error / tolerance over the float64 identities", 1.0, Direction.BELOW),
+    identity_claim("vo-prop3-exact", _VO, "Prop. 3", "A softmax copy layer followed by the Prop. 1 layer is exactly "
+                   "one GD step on separate x and y tokens.", "prop3:"),
     Claim("vo-separate-one-step", _VO, "§4, Fig. 7", "With x and y in separate tokens the trained two-layer model "
           "matches one GD step.", (SEPARATE_TOKENS,), metric("loss_rel_gap_trained_vs_gd", absolute=True),
           "|L_trained - L_GD| / L_GD", 0.03, Direction.BELOW, quick_decisive=False,
@@ -138,10 +142,9 @@ CLAIMS: tuple[Claim, ...] = (
           "gap to GD with 4 heads minus gap with 1 head", 0.0, Direction.BELOW, quick_decisive=False,
           figures=("figures/heads.png",)),
     # ------------------------------------------------------------------------------------------------ Irie et al.
-    Claim("irie-dual-exact", IRIE, "§2, Eq. 3", "A linear layer trained by SGD (momentum, weight decay, schedules, "
-          "clipping) equals its initial weights plus attention over every training input.", (VERIFY,),
-          worst_identity("dual form"), "max relative error / tolerance (1e-10) over the float64 identities", 1.0,
-          Direction.BELOW),
+    identity_claim("irie-dual-exact", IRIE, "§2, Eq. 3", "A linear layer trained by SGD (momentum, weight decay, "
+                   "schedules, clipping) equals its initial weights plus attention over every training input.",
+                   "dual form", "1e-10"),
     Claim("irie-dual-trained", IRIE, "§3", "The dual form rebuilds the trained image classifier's layers (stored "
           "keys and values against the trained weights).", (DUAL_FORM,), metric("verify_max_rel_error"),
           "max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", 1e-4, Direction.BELOW,
