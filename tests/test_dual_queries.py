@@ -8,10 +8,11 @@ import torch
 
 from icl_gd.constructions.dual_form import DualCase, train_recorded
 from icl_gd.dual.queries import (
-    UnitSelection, keys_removed, layer_queries, removal_delta, score_queries, vote, vote_agreement,
+    layer_queries, score_queries, vote, vote_agreement,
 )
 from icl_gd.dual.units import dual_layer
 from icl_gd.core.errors import ConfigError
+from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
 from oracles import dense_scores
 
 

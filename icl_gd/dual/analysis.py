@@ -22,8 +22,8 @@ from threadpoolctl import threadpool_limits
 from icl_gd.core import stats
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.dual.classifier import ClassificationTask
-from icl_gd.dual.queries import (UnitSelection, keys_removed, layer_queries, readonly_tensor, removal_delta, score_queries, vote,
-                      vote_agreement)
+from icl_gd.dual.queries import layer_queries, readonly_tensor, score_queries, vote, vote_agreement
+from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
 from icl_gd.dual.settings import TrainedSetting
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.training import LAYERS

@@ -27,7 +27,8 @@ from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
-from icl_gd.dual.queries import TopUnits, keys_removed, scan_units
+from icl_gd.dual.queries import TopUnits, scan_units
+from icl_gd.dual.removal import keys_removed
 from icl_gd.dual.storage import LayerMemory, open_memory
 from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer

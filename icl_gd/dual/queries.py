@@ -6,14 +6,14 @@ unnormalised score a_u = k_u·q (+1 for the bias's augmented key). Its *contribu
 c_u = (r·v_u)(k_u·q) + r·v^b_u. For the last layer r is a one-hot vector and Σ_u c_u plus the initial weights'
 part is exactly the predicted logit; for hidden layers it is the first-order effect of the unit on that logit.
 
-Scoring is blocked over units, so the queries × units matrix is never held whole: top-k lists are merged block by
-block and totals are accumulated with one-hot matrix products.
+Scoring is blocked over units (``scan_units``, for images and text alike), so the queries × units matrix is never
+held whole: top-k lists are merged block by block and totals are accumulated with one-hot matrix products. What
+predictions do without a set of units: ``icl_gd.dual.removal``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import warnings
@@ -275,61 +275,6 @@ def vote_agreement(attention_by_class: np.ndarray, predictions: np.ndarray, labe
     """Fractions of queries whose vote equals the model's prediction, and the true label."""
     votes = vote(attention_by_class)
     return float(np.mean(votes == np.asarray(predictions))), float(np.mean(votes == np.asarray(labels)))
-
-
-@dataclass(frozen=True)
-class UnitSelection:
-    """A set of units to remove; every given criterion must hold (``None`` = any). ``steps`` is [start, stop)."""
-
-    examples: tuple[int, ...] | None = None
-    classes: tuple[int, ...] | None = None
-    tasks: tuple[int, ...] | None = None
-    epochs: tuple[int, ...] | None = None
-    steps: tuple[int, int] | None = None
-
-    def mask(self, block: UnitBlock) -> np.ndarray:
-        keep = np.ones(len(block.row), dtype=bool)
-        for values, column in ((self.examples, block.example), (self.classes, block.label),
-                               (self.tasks, block.task), (self.epochs, block.epoch)):
-            if values is not None:
-                keep &= np.isin(column, np.asarray(values))
-        if self.steps is not None:
-            keep &= (block.step >= self.steps[0]) & (block.step < self.steps[1])
-        return keep
-
-
-def removal_delta(layer: DualLayer, selection: UnitSelection, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(ΔW (out, in), Δb (out,) or None)`` = Σ over selected units of v kᵀ and v^b, in float64:
-    what those training patterns added to the layer."""
-    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
-    dW = np.zeros((d_out, d_in))
-    db = np.zeros(d_out) if layer.has_bias else None
-    for block in layer.blocks(block_rows):
-        m = selection.mask(block)
-        if m.any():
-            dW += block.value[m].T @ block.key[m]
-            if db is not None:
-                db += block.bias_value[m].sum(axis=0)
-    return dW, db
-
-
-@contextmanager
-def keys_removed(removals: Sequence[tuple[nn.Linear, np.ndarray, np.ndarray | None]]) -> Iterator[None]:
-    """Within the block, each module's weights lack the given (ΔW, Δb); restored exactly afterwards."""
-    saved = [(m, m.weight.detach().clone(), None if m.bias is None else m.bias.detach().clone()) for m, _, _ in removals]
-    try:
-        with torch.no_grad():
-            for module, dW, db in removals:
-                module.weight -= torch.as_tensor(dW, dtype=module.weight.dtype, device=module.weight.device)
-                if db is not None and module.bias is not None:
-                    module.bias -= torch.as_tensor(db, dtype=module.bias.dtype, device=module.bias.device)
-        yield
-    finally:
-        with torch.no_grad():
-            for module, weight, bias in saved:
-                module.weight.copy_(weight)
-                if bias is not None:
-                    module.bias.copy_(bias)
 
 
 def layer_queries(
