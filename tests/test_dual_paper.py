@@ -18,7 +18,7 @@ from icl_gd.dual.analysis import (
 )
 from icl_gd.core.checkpoints import load_checkpoint, save_checkpoint
 from icl_gd.core.errors import ICLGDNotice
-from icl_gd.dual.checkpoints import SettingResult
+from icl_gd.dual.runs import SettingResult
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.queries import score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
@@ -193,7 +193,7 @@ def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch
     def no_training(*args, **kwargs):
         raise AssertionError("a saved result was trained again")
 
-    monkeypatch.setattr(dual_form, "train_and_analyse", no_training)
+    monkeypatch.setattr(dual_form, "run_setting", no_training)
     monkeypatch.setattr(dual_form, "setting_figures", lambda *args: None)  # drawn and checked above; slow
     again = study.run(config, RunContext(out, torch.device("cpu"), progress=False))
     assert again == mean

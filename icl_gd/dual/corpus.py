@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 GENSIM_WIKI = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -373,3 +374,34 @@ def require_length(corpus: Corpus, window: int, batch_size: int, eval_batch_size
             raise ConfigError(f"corpus {corpus.name}: the {split} split has {len(stream)} tokens, fewer than one "
                               f"BPTT window of {window}+1 tokens per stream x {batch} streams ({need}); use a longer "
                               f"text or lower bptt/batch_size")
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Which text, its vocabulary and how much of it is used."""
+
+    corpus: str = setting("auto", "auto, wiki (gensim's Wikipedia articles), book (dict-devil), pydoc (Python's help "
+                                  "topics), or a path: a UTF-8 text file or a WikiText-2 directory")
+    vocab_size: int = setting(2000, "words in the vocabulary, <unk> and <eos> included")
+    max_train_tokens: int | None = setting(100_000, "train on N tokens, the first words of every training document "
+                                                    "(as many as fit; none: all); the output layer stores a "
+                                                    "vocab-wide value per token and step")
+    max_eval_tokens: int | None = setting(30_000, "N tokens of valid and of test, capped the same way (none: all)")
+    valid_fraction: float = setting(0.1, "share of documents in the valid split")
+    test_fraction: float = setting(0.1, "share of documents in the test split")
+    lowercase: bool = setting(True, "lower-case every word")
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "vocab_size")
+        for name in ("max_train_tokens", "max_eval_tokens"):
+            if getattr(self, name) is not None:
+                require_positive_ints(self, name)
+        for name in ("valid_fraction", "test_fraction"):
+            require_positive(name, getattr(self, name))
+        if not self.corpus.strip():
+            raise ConfigError("corpus must name auto, wiki, book, pydoc or a path")
+
+    def build(self) -> Corpus:
+        """The corpus read, split and tokenised."""
+        return tokenise(load_raw(self.corpus, self.lowercase), self.vocab_size, self.valid_fraction,
+                        self.test_fraction, self.max_train_tokens, self.max_eval_tokens)

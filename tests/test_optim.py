@@ -1,0 +1,38 @@
+"""One optimiser part (``icl_gd.core.optim``): the same key names and meanings in every study, one factory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from icl_gd.core.config import apply_overrides
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.optim import clip_gradients, make_optimizer, require_optimizer_keys
+from icl_gd.studies import get_study, study_names
+
+
+@pytest.mark.parametrize("name", study_names())
+def test_grad_clip_is_one_key_in_every_study(name):
+    config = apply_overrides(get_study(name).default_config(), ["grad_clip=1", "lr=0.5", "weight_decay=0.25"])
+    assert (config.training.grad_clip, config.training.lr, config.training.weight_decay) == (1.0, 0.5, 0.25)
+    with pytest.raises(ConfigError, match="grad_clip must be non-negative"):
+        apply_overrides(config, ["grad_clip=-1"])
+
+
+def test_make_optimizer_reads_the_shared_keys():
+    class Keys:
+        lr, weight_decay, momentum, beta1, beta2 = 0.1, 0.01, 0.9, 0.8, 0.95
+
+    params = [torch.nn.Parameter(torch.ones(3))]
+    sgd, adamw = make_optimizer("sgd", params, Keys), make_optimizer("adamw", params, Keys)
+    assert isinstance(sgd, torch.optim.SGD) and sgd.defaults["momentum"] == 0.9
+    assert isinstance(adamw, torch.optim.AdamW) and adamw.defaults["betas"] == (0.8, 0.95)
+    assert adamw.defaults["lr"] == 0.1 and adamw.defaults["weight_decay"] == 0.01
+    params[0].grad = torch.full((3,), 4.0)
+    clip_gradients(params, 0)  # 0: off
+    assert params[0].grad.norm() > 6
+    clip_gradients(params, 1.0)
+    assert params[0].grad.norm() == pytest.approx(1.0)
+    Keys.beta2 = 1.0
+    with pytest.raises(ConfigError, match="beta2 must be in"):
+        require_optimizer_keys(Keys)
