@@ -1,6 +1,6 @@
 """Sweeps: the plan, the local backend end to end (a failing run recorded, a worker killed mid-run, a rerun that
 completes with the numbers of uninterrupted runs), the summary statistics, and the Ray backend against a real
-local Ray instance giving the local backend's numbers."""
+local Ray instance, on loopback only, giving the local backend's numbers."""
 
 import csv
 import json
@@ -128,11 +128,54 @@ def test_local_sweep_records_failures_survives_a_killed_worker_and_a_rerun_compl
 
 
 # ------------------------------------------------------------------ the Ray backend
-def test_ray_backend_on_a_local_ray_instance_gives_the_local_numbers(tmp_path):
+LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}  # as /proc/net shows
+
+
+def _listening_addresses_of_this_process_tree():
+    """The local addresses (hex, as /proc/net/tcp{,6} shows them) of every TCP socket that this process or one
+    of its descendants (Ray's GCS, raylet, workers) listens on."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, ppid = stat.parent.name, stat.read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    tree, todo = set(), [str(os.getpid())]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo.extend(children.get(pid, []))
+    inodes = set()
+    for pid in tree:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        inodes.update(link[len("socket:["):-1] for link in links if link.startswith("socket:["))
+    addresses = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # state LISTEN
+                addresses.append(fields[1].split(":")[0])
+    return addresses
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
+def test_ray_backend_on_a_local_ray_instance_listens_on_loopback_and_gives_the_local_numbers(tmp_path):
+    """The Ray instance a sweep starts (no --address) is this machine's alone: its node address is 127.0.0.1 and
+    no server of it listens on another interface. Started here with the sweep's own function, then used as an
+    already initialised Ray."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    from icl_gd.platform.sweep.backends import start_local_ray
+
     specs = plan_sweep("single-layer", {"n_context": ["5", "8"]}, 1, overrides=TINY)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    start_local_ray(2)
     try:
+        assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
+        listening = _listening_addresses_of_this_process_tree()
+        assert listening and set(listening) <= LOOPBACK, listening
         on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
     finally:
         ray.shutdown()

@@ -15,6 +15,11 @@ class RunDirectoryError(ICLGDError):
     """The output directory cannot be used (unwritable, or holds a finished run without --force). Exit 2."""
 
 
+class ResultWriteError(ICLGDError, OSError):
+    """A result file (table, figure, checkpoint, metrics.json) could not be written: a full disk, a lost mount.
+    The message names the path and the reason; the run stays resumable. Exit 1."""
+
+
 class DatasetNotFoundError(ICLGDError, FileNotFoundError):
     """An optional dataset is not on this machine; the message names how to get it. Exit 1."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import errno
 import io
 import json
 import math
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from icl_gd.core import stats
-from icl_gd.core.errors import RunDirectoryError
+from icl_gd.core.errors import ResultWriteError, RunDirectoryError
 
 FINISHED_MARKER = "metrics.json"
 
@@ -27,19 +28,33 @@ FINISHED_MARKER = "metrics.json"
 @contextlib.contextmanager
 def atomic_open(path: Path) -> Iterator[BinaryIO]:
     """A binary handle on a temporary sibling of ``path``; on a clean exit it is fsynced and renamed to ``path``,
-    on an error removed, so ``path`` is either the old file or the whole new one."""
+    on an error removed, so ``path`` is either the old file or the whole new one. An OSError on the way (a full
+    disk) becomes a ResultWriteError naming ``path`` and the reason."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and not isinstance(exc, ResultWriteError):
+            error = ResultWriteError(write_failure(path, exc))
+            error.errno = exc.errno
+            raise error from exc
         raise
+
+
+def write_failure(path: Path, exc: OSError) -> str:
+    """The one line a failed result write ends in: the path, the OS's reason, what to do."""
+    full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    return (f"cannot write {path}: {exc.strerror or exc}; {'free space' if full else 'fix that'} and rerun the "
+            "same command to resume")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

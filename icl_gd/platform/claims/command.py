@@ -43,7 +43,8 @@ def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tupl
 
 def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, quick: bool, only: str | None, backend: str, workers: int | None,
                   address: str | None, device: str, progress: bool, plan_only: bool, list_claims: bool,
-                  echo: Callable[[str], None], update_readme_path: Path | None = None) -> int:
+                  echo: Callable[[str], None], update_readme_path: Path | None = None,
+                  threads: int | None = None) -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
     if list_claims:
         for claim in select_claims(None):
@@ -62,7 +63,7 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     claims = select_claims(ids)
     out = Path(out)
     planned = plan_runs(claims, quick)
-    n_workers = workers or os.cpu_count() or 1
+    n_workers = workers or max(1, (os.cpu_count() or 1) // (threads or 1))
     estimate, todo = estimate_wall_s(planned, out, n_workers)
     echo(f"icl-gd reproduce: {len(claims)} claims, {len(planned)} study runs ({len(planned) - todo} already "
          f"finished){' + the verify identities' if needs_verify(claims) else ''}; "
@@ -79,7 +80,7 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable")
     result = reproduce(out, claims, registry=registry, checks=checks, quick=quick, backend=backend, workers=workers, address=address, device=device,
-                       progress=progress, echo=echo)
+                       progress=progress, echo=echo, threads=threads)
     command = " ".join(["icl-gd reproduce --out", shlex.quote(str(out)), *(["--quick"] if quick else []),
                         *(["--only", shlex.quote(only)] if only else []), *(["--backend", backend] if backend != "local"
                                                                                else [])])

@@ -129,8 +129,9 @@ def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, 
 
 def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, checks: Checks, quick: bool = False, backend: str = "local",
               workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
-              echo: Callable[[str], None] = print) -> Reproduction:
-    """Run what ``claims`` need under ``root`` (reusing finished runs) and judge them."""
+              echo: Callable[[str], None] = print, threads: int | None = None) -> Reproduction:
+    """Run what ``claims`` need under ``root`` (reusing finished runs, each on ``threads`` CPU threads, default 1)
+    and judge them."""
     from icl_gd.platform.sweep import run_sweep
 
     started = time.perf_counter()
@@ -140,7 +141,7 @@ def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, c
     failures: dict[str, str] = {}
     if planned:
         records = run_sweep([p.spec for p in planned], root, registry=registry, backend=backend, workers=workers, address=address,
-                            device=device, progress=progress)
+                            device=device, progress=progress, threads=threads)
         for record in records:
             if record.status == "failed":
                 failures[Path(record.run_dir).name] = record.error or "unknown error"

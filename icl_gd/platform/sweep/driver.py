@@ -31,15 +31,20 @@ class RunRecord:
     metrics: dict[str, Any]
 
 
-def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, backend: str = "local", workers: int | None = None,
-              address: str | None = None, device: str = "cpu", progress: bool = True) -> list[RunRecord]:
+def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, backend: str = "local",
+              workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
+              threads: int | None = None) -> list[RunRecord]:
     """Run every spec in ``root/runs/<run_id>`` (specs may mix studies and presets); a run directory that holds
-    a finished run is skipped. ``workers``: local processes (default: the number of cores) or, for a Ray instance
-    started here, its CPUs. Failed runs are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt)."""
+    a finished run is skipped. ``threads``: CPU threads of each run (default 1). ``workers``: local processes
+    (default: the number of cores over ``threads``) or, for a Ray instance started here, its CPUs. Failed runs
+    are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt)."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers <= 0:
         raise ConfigError(f"--workers must be a positive integer, got {workers}")
+    if threads is not None and threads <= 0:
+        raise ConfigError(f"--threads must be a positive integer, got {threads}")
+    threads = threads or 1
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
     ids = [spec.run_id() for spec in specs]
@@ -68,9 +73,10 @@ def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, 
             finished(spec, RunOutcome("skipped", None, 0.0, metrics))
     try:
         if todo and backend == "local":
-            run_local(todo, str(root), device, registry, workers or os.cpu_count() or 1, display.start, finished)
+            default_workers = max(1, (os.cpu_count() or 1) // threads)
+            run_local(todo, str(root), device, registry, workers or default_workers, display.start, finished, threads)
         elif todo:
-            run_ray(todo, str(root), device, registry, workers, address, display.start, finished)
+            run_ray(todo, str(root), device, registry, workers, address, display.start, finished, threads)
     finally:
         display.close()
     return [records[run_id] for run_id in ids]

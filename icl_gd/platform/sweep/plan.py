@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from icl_gd.core.errors import ConfigError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
 _MAX_NAME = 120
+MAX_RUNS = 100_000  # a sweep's runs are directories under one folder and specs held in memory: beyond this, split it
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,12 @@ def plan_sweep(study: str, grid: Mapping[str, Sequence[str]], seeds: int | Seque
     ``seeds``: a count (seeds 0..n-1) or the seeds themselves. ``overrides`` apply to every run, before the grid
     values. The seed keys belong to the sweep: ``seed``/``seeds`` in ``grid`` or ``overrides`` is a ConfigError.
     """
+    n_points = math.prod(len(values) for values in grid.values())
+    n_seeds = seeds if isinstance(seeds, int) else len(seeds)
+    if n_points * n_seeds > MAX_RUNS:
+        raise ConfigError(f"--seeds {seeds if isinstance(seeds, int) else n_seeds} times {n_points} grid point(s) is "
+                          f"{n_points * n_seeds} runs, more than a sweep holds ({MAX_RUNS}, one run directory "
+                          "each); lower --seeds or the grid")
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not seed_list or any(s < 0 for s in seed_list) or len(set(seed_list)) != len(seed_list):
         raise ConfigError(f"--seeds must be a positive count or distinct non-negative seeds, got {seeds!r}")

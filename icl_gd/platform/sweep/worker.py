@@ -1,5 +1,5 @@
-"""What a sweep worker does with one ``RunSpec``: the same ``execute_run`` as ``icl-gd run``, one intra-op thread,
-no progress bar, every failure turned into a one-line error so the other runs go on."""
+"""What a sweep worker does with one ``RunSpec``: the same ``execute_run`` as ``icl-gd run``, ``threads`` intra-op
+threads (one by default), no progress bar, every failure turned into a one-line error so the other runs go on."""
 
 from __future__ import annotations
 
@@ -52,8 +52,9 @@ def install_notice_printer(prefix: str = "") -> None:
     warnings.showwarning = show
 
 
-def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry) -> RunOutcome:
-    """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run``; never raises for a failed run."""
+def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1) -> RunOutcome:
+    """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run`` on ``threads`` CPU threads; never raises for
+    a failed run."""
     from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
 
     run_dir = Path(root) / "runs" / spec.run_id()
@@ -62,7 +63,8 @@ def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry) -> R
     if finished is not None:  # finished by an earlier try whose worker died before it could say so
         return RunOutcome("done", None, 0.0, finished)
     try:
-        execute_run(registry, spec.study, run_dir, spec.preset, spec.overrides, device=device, threads=1, progress=False)
+        execute_run(registry, spec.study, run_dir, spec.preset, spec.overrides, device=device, threads=threads,
+                    progress=False)
     except ICLGDError as exc:
         return RunOutcome("failed", _one_line(str(exc)), time.perf_counter() - start)
     except (MemoryError, RuntimeError) as exc:
@@ -83,18 +85,19 @@ def _one_line(text: str) -> str:
 _started_queue: Any = None
 
 
-def init_pool_worker(started_queue: Any) -> None:
-    """Process-pool initializer: one intra-op thread, one-line notices, and where to report a run's start."""
+def init_pool_worker(started_queue: Any, threads: int = 1) -> None:
+    """Process-pool initializer: ``threads`` intra-op threads, one-line notices, and where to report a run's
+    start."""
     import torch
 
     global _started_queue
     _started_queue = started_queue
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     install_notice_printer()
 
 
-def run_one_in_pool(spec: RunSpec, root: str, device: str, registry: StudyRegistry) -> RunOutcome:
+def run_one_in_pool(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1) -> RunOutcome:
     """``run_one``, reporting (run_id, pid) first so the driver knows which runs are in flight."""
     if _started_queue is not None:
         _started_queue.put((spec.run_id(), os.getpid()))
-    return run_one(spec, root, device, registry)
+    return run_one(spec, root, device, registry, threads)

@@ -1,0 +1,240 @@
+"""Faults end in one line and a non-zero exit, never a traceback: a full disk while results are written (the run
+stays resumable), an absurd seed count (refused at once), a Ray address where nothing listens (refused in
+seconds, not retried for minutes); and the options run, sweep and reproduce share."""
+
+import errno
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from icl_gd.cli import app
+from icl_gd.core.errors import ConfigError, ResultWriteError
+from icl_gd.core.results import atomic_write_text
+from icl_gd.core.study import resolve_study_config
+from icl_gd.platform.memory import check_memory, estimate_run_memory
+from icl_gd.platform.sweep import plan_sweep
+from icl_gd.studies import REGISTRY, get_study
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set", "n_ood=50",
+        "--set", "batch_size=64", "--set", "eval_every=10", "--set", "interpolation_points=3", "--no-progress"]
+
+
+def _invoke(args):
+    result = CliRunner().invoke(app, args)
+    return result.exit_code, result.output
+
+
+def _one_error_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return len(lines) == 1 and lines[0].startswith("icl-gd: error: ") and "Traceback" not in text
+
+
+# ------------------------------------------------------------------ a full disk
+def _disk_full_in(monkeypatch, folder):
+    """Every atomic write into a directory named ``folder`` fails as on a full disk."""
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        if str(kwargs.get("dir", "")).endswith(folder):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def test_a_failed_write_names_the_path_and_the_reason_and_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "table.csv"
+    atomic_write_text(path, "old\n")
+
+    import icl_gd.core.results as results
+
+    def fsync(fd):  # where a full disk often shows: the data the kernel could not place
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(results.os, "fsync", fsync)
+    with pytest.raises(ResultWriteError) as caught:
+        atomic_write_text(path, "new\n")
+    assert str(caught.value) == (f"cannot write {path}: No space left on device; free space and rerun the same "
+                                 "command to resume")
+    assert caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)
+    monkeypatch.undo()
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["table.csv"]  # no temp file
+
+
+def test_a_full_disk_during_a_run_is_one_line_exit_1_and_the_rerun_finishes(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    _disk_full_in(monkeypatch, "figures")
+    code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY])
+    assert code == 1, text
+    assert _one_error_line(text), text
+    assert f"cannot write {out / 'figures'}" in text and "No space left on device" in text and "rerun" in text
+    assert not (out / "metrics.json").exists()  # not finished, so a rerun resumes it
+    assert (out / "checkpoints" / "trained_seed0.pt").is_file()
+    monkeypatch.undo()
+    code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY])
+    assert code == 0, text
+    assert (out / "metrics.json").is_file() and (out / "figures" / "loss_curves.png").is_file()
+
+
+# ------------------------------------------------------------------ an absurd seed count
+def _refuse_to_go_further(monkeypatch, module, name, what):
+    """Turn reaching ``module.name`` into a quick failure: without the refusal under test the command would
+    build a billion-entry list for minutes, and take the machine's memory with it."""
+    def reached(*args, **kwargs):
+        raise AssertionError(f"{what} was not refused before {name}")
+
+    monkeypatch.setattr(module, name, reached, raising=False)
+
+
+@pytest.mark.parametrize("study,key", [("single-layer", "evaluation.seeds"), ("dual-form", "seeds")])
+def test_an_absurd_seed_count_is_refused_at_once(tmp_path, monkeypatch, study, key):
+    import icl_gd.platform.runner as runner
+
+    get_study(study)  # the study's import is not what is timed
+    _refuse_to_go_further(monkeypatch, runner, "prepare_run_dir", "--seeds 999999999")
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    code, text = _invoke(["run", study, "--out", str(out), "--seeds", "999999999", "--no-progress"])
+    elapsed = time.perf_counter() - start
+    assert code == 2 and _one_error_line(text), text
+    assert f"({key}=999999999)" in text and "GiB free" in text and "lower seeds" in text
+    assert elapsed < 2, elapsed
+    assert not out.exists()
+
+
+def test_legitimate_seed_counts_pass_the_memory_check():
+    config = resolve_study_config(get_study("single-layer"), "default", ["batch_size=2048"], seeds=5)
+    check_memory(config, torch.device("cpu"))  # no ConfigError
+    assert config.evaluation.seeds == 5 and config.training.batch_size == 2048
+    one = resolve_study_config(get_study("single-layer"), "default", ["batch_size=2048"], seeds=1)
+    assert estimate_run_memory(config)["evaluation.seeds"] == 5 * estimate_run_memory(one)["evaluation.seeds"] > 0
+
+
+@pytest.mark.parametrize("seeds", [100_001, 999_999_999])
+def test_an_absurd_sweep_is_refused_at_once(tmp_path, monkeypatch, seeds):
+    import icl_gd.core.study as study_module
+    import icl_gd.platform.sweep.plan as plan
+
+    _refuse_to_go_further(monkeypatch, study_module, "resolve_study_config", f"--seeds {seeds}")
+    if seeds > 2 * plan.MAX_RUNS:
+        _refuse_to_go_further(monkeypatch, plan, "range", f"--seeds {seeds}")  # the seed list itself
+    start = time.perf_counter()
+    code, text = _invoke(["sweep", "single-layer", "--out", str(tmp_path / "s"), "--seeds", str(seeds),
+                          "--no-progress"])
+    assert code == 2 and _one_error_line(text), text
+    assert f"--seeds {seeds} times 1 grid point(s) is {seeds} runs" in text and "(100000," in text
+    assert time.perf_counter() - start < 2
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_at_the_limit_is_planned():
+    assert len(plan_sweep("single-layer", {"lr": ["1", "2"]}, 50_000)) == 100_000
+    with pytest.raises(ConfigError, match="100002 runs"):
+        plan_sweep("single-layer", {"lr": ["1", "2"]}, 50_001)
+
+
+# ------------------------------------------------------------------ options shared by run, sweep and reproduce
+def test_run_sweep_and_reproduce_share_their_options():
+    def options(command):
+        code, text = _invoke([command, "--help"])
+        assert code == 0, text
+        return " ".join(text.replace("│", " ").split())  # the help's words, without rich's boxes and wrapping
+
+    shared = ["--steps", "--seeds", "--preset", "--set", "--device", "--threads", "--progress"]
+    run, sweep, reproduce = options("run"), options("sweep"), options("reproduce")
+    assert all(name in run and name in sweep for name in shared)
+    assert all(name in sweep and name in reproduce for name in ["--backend", "--workers", "--address", "--device",
+                                                                 "--threads", "--progress"])
+    assert "`sweep --seeds` makes one run per seed instead" in run and "one run (runs/<run_id>/) each" in sweep
+
+
+def test_sweep_steps_reach_every_run_and_change_its_id(tmp_path, monkeypatch):
+    import icl_gd.platform.sweep as sweep_module
+
+    seen = {}
+
+    def fake_run_sweep(specs, out, **kwargs):
+        seen.setdefault("specs", []).append(list(specs))
+        seen["threads"] = kwargs["threads"]
+        return []
+
+    monkeypatch.setattr(sweep_module, "run_sweep", fake_run_sweep)
+    monkeypatch.setattr(sweep_module, "write_sweep_results", lambda *a, **k: None)
+    base = ["sweep", "single-layer", "--out", str(tmp_path), "--grid", "lr=0.001,0.002", "--seeds", "2",
+            "--no-progress"]
+    assert _invoke([*base, "--steps", "20", "--threads", "2"])[0] == 0
+    assert _invoke(base)[0] == 0
+    with_steps, without = seen["specs"]
+    assert len(with_steps) == 4 and seen["threads"] is None
+    study = get_study("single-layer")
+    for spec in with_steps:
+        assert resolve_study_config(study, spec.preset, spec.overrides).training.steps == 20
+    assert resolve_study_config(study, without[0].preset, without[0].overrides).training.steps is None
+    assert not {s.run_id() for s in with_steps} & {s.run_id() for s in without}  # 20 steps is another run
+    code, text = _invoke([*base, "--steps", "-5"])
+    assert code == 2 and _one_error_line(text) and "steps must be a positive integer, got -5" in text
+
+
+def test_sweep_threads_are_each_runs_threads(tmp_path, monkeypatch):
+    import icl_gd.platform.sweep as sweep_module
+
+    seen, real_run_sweep = {}, sweep_module.run_sweep
+    monkeypatch.setattr(sweep_module, "run_sweep", lambda specs, out, **kwargs: seen.update(kwargs) or [])
+    monkeypatch.setattr(sweep_module, "write_sweep_results", lambda *a, **k: None)
+    assert _invoke(["sweep", "single-layer", "--out", str(tmp_path), "--threads", "3", "--no-progress"])[0] == 0
+    assert seen["threads"] == 3
+    with pytest.raises(ConfigError, match="--threads must be a positive integer, got 0"):
+        real_run_sweep([], tmp_path / "b", registry=REGISTRY, threads=0)
+
+
+# ------------------------------------------------------------------ a Ray address where nothing listens
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# The sweep runs in a child process, timed from after its imports: without the check, Ray would retry the address
+# for minutes, and the timeout ends the test instead.
+_TIMED_SWEEP = """
+import sys, time
+import ray
+from icl_gd.cli import app
+sys.argv = ["icl-gd", *sys.argv[1:]]
+start = time.perf_counter()
+try:
+    app()
+except SystemExit as exc:
+    code = exc.code
+print(f"elapsed {time.perf_counter() - start:.2f}", file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("scheme", ["", "ray://"])
+def test_a_ray_address_where_nothing_listens_fails_in_seconds(tmp_path, scheme):
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    address = f"{scheme}127.0.0.1:{_free_port()}"
+    done = subprocess.run([sys.executable, "-c", _TIMED_SWEEP, "sweep", "single-layer", "--out", str(tmp_path),
+                           "--backend", "ray", "--address", address, "--set", "steps=5", "--no-progress"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    *lines, timing = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and _one_error_line("\n".join(lines)), done.stderr
+    assert lines[0].startswith(f"icl-gd: error: --address {address}: no Ray cluster answers at 127.0.0.1:")
+    assert float(timing.split()[1]) < 30, timing
+    assert not any((tmp_path / "runs").iterdir())  # nothing ran
+
+
+def test_a_malformed_ray_address_is_one_line(tmp_path):
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+    code, text = _invoke(["sweep", "single-layer", "--out", str(tmp_path), "--backend", "ray", "--address",
+                          "nonsense", "--no-progress"])
+    assert code == 2 and _one_error_line(text) and "'nonsense' is not auto, HOST:PORT or ray://HOST:PORT" in text
