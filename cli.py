@@ -193,8 +193,8 @@ def show_config(
     value_width = min(max(len(v) for _, v, _ in rows), 18)
     for key, value, doc in rows:
         typer.echo(f"{key:{width}s}  {value:{value_width}s}  {doc}".rstrip())
-    if hasattr(config, "train_config"):
-        resolved = to_jsonable(config.train_config())
+    if spec.resolved_training is not None:
+        resolved = to_jsonable(spec.resolved_training(config))
         typer.echo("resolved training: " + ", ".join(f"{k}={_show(v)}" for k, v in resolved.items()))
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from icl_gd.core.checkpoints import config_fingerprint
 from icl_gd.core.config import require_non_negative, require_positive_ints, setting
 from icl_gd.core.results import write_json
-from icl_gd.core.study import RunContext, Study, StudyRun
+from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
 from icl_gd.dual.analysis import Analysis, AnalysisConfig, headline, verification_table, vote_table
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.figures import setting_figures, summary_figures
@@ -100,4 +100,5 @@ STUDY = Study(
     run=run,
     presets={"paper": paper_config},
     headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
+    memory=lambda config: RunMemory(seeds_key="seeds", seeds=config.seeds),
 )

@@ -26,7 +26,7 @@ from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics,
 from icl_gd.dual.lm_figures import lm_figures
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
 from icl_gd.core.results import atomic_write_text, write_json
-from icl_gd.core.study import RunContext, Study, StudyRun
+from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
 LAYER_MEAN = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
@@ -105,4 +105,5 @@ STUDY = Study(
     default_threads=1,
     headline=("perplexity_test", "perplexity_unigram", "top_key_next_word_match", "top_key_next_word_match_chance",
               "verify_max_rel_error"),
+    memory=lambda config: RunMemory(seeds_key="seeds", seeds=config.seeds),
 )

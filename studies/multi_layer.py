@@ -38,6 +38,7 @@ from icl_gd.core.plotting import (alignment_curves_figure, condition_figure, dep
                              loss_curves_figure, ood_figure, per_layer_loss_figure, reference_cosines_figure)
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, parts, relative_gap
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
@@ -278,4 +279,7 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
+    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
+                                            batched_seeds=config.batched_seeds),
+    resolved_training=RegressionConfig.train_config,
 )

@@ -34,6 +34,7 @@ from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateToken
 from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateTokenTask, SinusoidalPositions,
                                                StandardPositions)
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
     EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, relative_gap,
 )
@@ -175,4 +176,6 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
+    memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
+    resolved_training=QuickRegressionConfig.train_config,
 )

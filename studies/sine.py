@@ -32,6 +32,7 @@ from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig,
 from icl_gd.core.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
 from icl_gd.regression.sine import SineTask, SineTokenTask
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
     EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
 )
@@ -264,4 +265,6 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
+    memory=lambda config: regression_memory(config, d=1, heads=1),  # x is a scalar; one head
+    resolved_training=QuickRegressionConfig.train_config,
 )

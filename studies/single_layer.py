@@ -30,6 +30,7 @@ from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
                              ood_figure, weight_products_figure)
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import RegressionConfig, RegressionRun, relative_gap
 from icl_gd.regression.tokens import ConcatTokenTask
 
@@ -162,4 +163,6 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
+    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads),
+    resolved_training=RegressionConfig.train_config,
 )

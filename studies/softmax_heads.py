@@ -18,6 +18,7 @@ from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.core.plotting import heads_figure, loss_curves_figure
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
     EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
 )
@@ -79,4 +80,6 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
+    memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
+    resolved_training=QuickRegressionConfig.train_config,
 )

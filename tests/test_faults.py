@@ -112,10 +112,12 @@ def test_an_absurd_seed_count_is_refused_at_once(tmp_path, monkeypatch, study, k
 
 def test_legitimate_seed_counts_pass_the_memory_check():
     config = resolve_study_config(get_study("single-layer"), "default", ["batch_size=2048"], seeds=5)
-    check_memory(config, torch.device("cpu"))  # no ConfigError
+    study = get_study("single-layer")
+    check_memory(study, config, torch.device("cpu"))  # no ConfigError
     assert config.evaluation.seeds == 5 and config.training.batch_size == 2048
-    one = resolve_study_config(get_study("single-layer"), "default", ["batch_size=2048"], seeds=1)
-    assert estimate_run_memory(config)["evaluation.seeds"] == 5 * estimate_run_memory(one)["evaluation.seeds"] > 0
+    one = resolve_study_config(study, "default", ["batch_size=2048"], seeds=1)
+    assert estimate_run_memory(study, config)["evaluation.seeds"] == \
+        5 * estimate_run_memory(study, one)["evaluation.seeds"] > 0
 
 
 @pytest.mark.parametrize("seeds", [100_001, 999_999_999])

@@ -1,6 +1,8 @@
 """The memory pre-check: a run too large for the free memory is refused before it starts, naming the key to lower;
 a run that fits is never refused."""
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -11,9 +13,9 @@ import icl_gd.regression.metrics as metrics
 
 from icl_gd.cli import app
 from icl_gd.core.errors import ConfigError
-from icl_gd.platform.memory import available_memory, check_memory, estimate_run_memory
+from icl_gd.platform.memory import ROW_BYTES, SEED_BYTES, available_memory, check_memory, estimate_run_memory
 from icl_gd.regression.lsa import LSAConfig, LSAModel
-from icl_gd.core.study import resolve_study_config
+from icl_gd.core.study import MemoryPart, RunMemory, Study, resolve_study_config
 from icl_gd.studies import get_study
 
 GiB = 2**30
@@ -21,6 +23,10 @@ GiB = 2**30
 
 def _config(study="single-layer", *overrides):
     return resolve_study_config(get_study(study), "default", list(overrides))
+
+
+def _estimate(study="single-layer", *overrides):
+    return estimate_run_memory(get_study(study), _config(study, *overrides))
 
 
 def test_the_issue_command_is_a_one_line_error_naming_batch_size(tmp_path):
@@ -37,24 +43,24 @@ def test_the_issue_command_is_a_one_line_error_naming_batch_size(tmp_path):
 def test_the_refusal_names_the_largest_part(key, value, named):
     config = _config("single-layer", f"{key}={value}")
     with pytest.raises(ConfigError, match=f"lower {named} "):
-        check_memory(config, __import__("torch").device("cpu"), available=4 * GiB)
+        check_memory(get_study("single-layer"), config, __import__("torch").device("cpu"), available=4 * GiB)
 
 
 def test_the_estimate_scales_with_what_the_run_holds():
-    base = estimate_run_memory(_config())
-    doubled = estimate_run_memory(_config("single-layer", "batch_size=4096"))
+    base = _estimate()
+    doubled = _estimate("single-layer", "batch_size=4096")
     assert doubled["training.batch_size"] == 2 * base["training.batch_size"]
     assert doubled["evaluation.n_test"] == base["evaluation.n_test"]
-    deep = estimate_run_memory(_config("multi-layer", "layers=8", "seeds=1"))
-    shallow = estimate_run_memory(_config("multi-layer", "layers=2", "seeds=1"))
+    deep = _estimate("multi-layer", "layers=8", "seeds=1")
+    shallow = _estimate("multi-layer", "layers=2", "seeds=1")
     assert deep["training.batch_size"] > 2 * shallow["training.batch_size"]
     # tuning and scoring go through deep models in chunks of tasks: their memory stops growing with depth
     assert deep["evaluation.n_tune"] > shallow["evaluation.n_tune"]
-    deeper = estimate_run_memory(_config("multi-layer", "layers=20", "seeds=1"))
-    very_deep = estimate_run_memory(_config("multi-layer", "layers=200", "seeds=1"))
+    deeper = _estimate("multi-layer", "layers=20", "seeds=1")
+    very_deep = _estimate("multi-layer", "layers=200", "seeds=1")
     assert very_deep["evaluation.n_tune"] == deeper["evaluation.n_tune"] < GiB
     assert very_deep["evaluation.n_test"] == deeper["evaluation.n_test"] < GiB
-    batched = estimate_run_memory(_config("multi-layer", "layers=2", "seeds=3"))  # seeds train as one model
+    batched = _estimate("multi-layer", "layers=2", "seeds=3")  # seeds train as one model
     assert batched["training.batch_size"] == 3 * shallow["training.batch_size"]
 
 
@@ -63,8 +69,8 @@ def test_the_estimate_scales_with_what_the_run_holds():
 def test_every_default_config_fits_this_machine(study):
     free = available_memory(__import__("torch").device("cpu"))
     assert free is not None and free > 0
-    check_memory(_config(study), __import__("torch").device("cpu"))  # no ConfigError
-    assert max(estimate_run_memory(_config(study)).values(), default=0) < 2 * GiB
+    check_memory(get_study(study), _config(study), __import__("torch").device("cpu"))  # no ConfigError
+    assert max(_estimate(study).values(), default=0) < 2 * GiB
 
 
 # ------------------------------------------------------------------ memory that does not grow with depth
@@ -109,3 +115,28 @@ def test_predictor_depth_of_models_and_baselines():
     assert metrics.predictor_depth(GDPredictor(layout, [0.1] * 5)) == 5
     assert metrics.predictor_depth(GDPPPredictor(layout, gd.GDPPParams((0.1,) * 6, (0.0,) * 6))) == 6
     assert metrics.predictor_depth(ZeroPredictor(layout)) == 1
+
+
+# ------------------------------------------------------------------ what a study declares is what is checked
+@dataclass(frozen=True)
+class _ReplicaConfig:  # none of the regression keys: the platform can only know what the study declares
+    replicas: int = 1
+    width: int = 1
+
+
+def _declaring(memory):
+    return Study(name="toy", summary="toy", default_config=_ReplicaConfig, run=lambda config, ctx: {}, memory=memory)
+
+
+def test_the_check_reads_only_what_the_study_declares():
+    declared = _declaring(lambda c: RunMemory(seeds_key="replicas", seeds=c.replicas, evaluations=9,
+                                              device=(MemoryPart("width", c.width, c.width * GiB),)))
+    cpu = torch.device("cpu")
+    assert estimate_run_memory(declared, _ReplicaConfig(replicas=3, width=2)) == {
+        "width": 2 * GiB, "replicas": 3 * (SEED_BYTES + 9 * ROW_BYTES)}
+    with pytest.raises(ConfigError, match=r"for width \(width=8\) but cpu has 4\.0 GiB free; lower width "):
+        check_memory(declared, _ReplicaConfig(width=8), cpu, available=4 * GiB)
+    with pytest.raises(ConfigError, match=r"\(replicas=1000000000\).*lower replicas "):
+        check_memory(declared, _ReplicaConfig(replicas=10**9), cpu, available=4 * GiB)
+    check_memory(declared, _ReplicaConfig(width=3), cpu, available=4 * GiB)  # fits
+    check_memory(_declaring(None), _ReplicaConfig(replicas=10**9, width=8), cpu, available=4 * GiB)  # unchecked

@@ -104,3 +104,20 @@ def test_every_key_of_every_study_is_documented_and_settable_by_suffix(name):
         if leaves.count(key.rsplit(".", 1)[-1]) == 1 and isinstance(value, int) and not isinstance(value, bool):
             changed = apply_overrides(config, [f"{key.rsplit('.', 1)[-1]}={value + 1}"])
             assert any(k == key and v == value + 1 for k, v, _ in describe(changed)), key
+
+
+def test_config_json_shows_the_training_the_study_declares(tmp_path):
+    from dataclasses import dataclass
+
+    from icl_gd.core.study import Study, write_resolved_config
+
+    @dataclass(frozen=True)
+    class Toy:  # no train_config: what is shown comes from the study's declaration alone
+        steps: int = 7
+
+    for resolved, shown in [(lambda config: {"steps": config.steps * 2}, {"steps": 14}), (None, None)]:
+        study = Study(name="toy", summary="toy", default_config=Toy, run=lambda config, ctx: {},
+                      resolved_training=resolved)
+        write_resolved_config(RunContext(tmp_path, torch.device("cpu")), study, Toy())
+        written = json.loads((tmp_path / "config.json").read_text())
+        assert written["study"] == "toy" and written["resolved_training"] == shown

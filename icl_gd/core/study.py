@@ -41,6 +41,29 @@ class RunContext:
 
 
 @dataclass(frozen=True)
+class MemoryPart:
+    """At least ``bytes`` that one part of a run needs, sized by the config key ``key`` (dotted, as ``icl-gd config``
+    shows it) whose value is ``value``: the key a refusal tells the user to lower."""
+
+    key: str
+    value: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RunMemory:
+    """What a run will hold, declared by its study from its config (``Study.memory``): ``seeds`` seeds under the
+    config key ``seeds_key``, ``evaluations`` curve rows per seed (``curves.csv``), and on the device the ``device``
+    parts (its largest tensors; none: the study declares only its seeds). ``icl_gd.platform.memory`` checks it
+    against the free memory before the run starts."""
+
+    seeds_key: str
+    seeds: int
+    evaluations: int = 0
+    device: tuple[MemoryPart, ...] = ()
+
+
+@dataclass(frozen=True)
 class Study:
     """``run(config, ctx)`` writes every result file under ``ctx.out`` (``metrics.json`` last) and returns
     the ``mean`` metrics it wrote."""
@@ -59,6 +82,11 @@ class Study:
     # The ``mean`` metrics the one-line summary of a run shows (``headline_metrics``); empty: every ``loss_*``
     # metric and the common headline keys.
     headline: tuple[str, ...] = ()
+    # What the platform needs from a config, declared instead of guessed: the run's memory (checked before the run
+    # starts; None: not checked) and the training settings the config resolves to (``config.json``
+    # ``resolved_training`` and ``icl-gd config``; None: the study has none to show).
+    memory: Callable[[Any], RunMemory] | None = None
+    resolved_training: Callable[[Any], Any] | None = None
 
     def preset_names(self) -> list[str]:
         return [DEFAULT_PRESET, *self.presets]
@@ -110,14 +138,14 @@ def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: 
     return apply_overrides(config, list(overrides))
 
 
-def write_resolved_config(ctx: RunContext, study: str, config: Any, preset: str = DEFAULT_PRESET) -> None:
-    """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to, device
-    and versions."""
+def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: str = DEFAULT_PRESET) -> None:
+    """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to
+    (``study.resolved_training``), device and versions."""
     from icl_gd import __version__
 
-    resolved = config.train_config() if hasattr(config, "train_config") else None
+    resolved = study.resolved_training(config) if study.resolved_training is not None else None
     write_json(ctx.out / "config.json", {
-        "study": study,
+        "study": study.name,
         "preset": preset,
         "config": config,
         "resolved_training": resolved,

@@ -66,12 +66,12 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
     config = resolve_study_config(spec, preset, overrides, steps=steps, seeds=seeds)
     set_threads(threads if threads is not None else spec.default_threads)
     torch_device = resolve_device(device)
-    check_memory(config, torch_device)  # before touching out: a refused run leaves nothing behind
+    check_memory(spec, config, torch_device)  # before touching out: a refused run leaves nothing behind
     out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
     with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
-        write_resolved_config(ctx, study, config, preset)
+        write_resolved_config(ctx, spec, config, preset)
         return spec.run(config, ctx)
 
 
