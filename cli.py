@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Optional
 
 import typer
 
@@ -20,31 +20,27 @@ app = typer.Typer(
 USAGE_ERRORS = (ConfigError, RunDirectoryError)
 
 # ------------------------------------------------------------------ options shared by run, sweep and reproduce
-# One definition each; where a name means something else in a sweep (one run per seed, threads per run) the two
-# meanings are defined side by side and each help says what the other command does.
-Steps = Annotated[Optional[int], typer.Option("--steps", help="Training steps (the study's `steps` key); in a "
-                                              "sweep, for every run (part of each run's id).")]
-RunSeeds = Annotated[Optional[int], typer.Option("--seeds", help="Seeds 0..S-1 trained in this one run, averaged "
-                                                 "in metrics.json (the study's `seeds` key); `sweep --seeds` makes "
-                                                 "one run per seed instead.")]
-SweepSeeds = Annotated[int, typer.Option("--seeds", help="Seeds 0..S-1 per grid point, one run (runs/<run_id>/) "
-                                         "each, summarised in summary.csv; `run --seeds` trains them in one run.")]
-Preset = Annotated[str, typer.Option("--preset", help="Named set-up: default, or paper (the published one).")]
-Sets = Annotated[list[str], typer.Option("--set", help="Config override KEY=VALUE (repeatable), on top of --preset; "
-                                         "in a sweep, for every run.")]
-Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
-RunThreads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads for torch (default: 1 for the "
-                                                   "regression studies, all cores otherwise).")]
-SweepThreads = Annotated[Optional[int], typer.Option("--threads", help="CPU threads of each run (default 1); "
-                                                     "--workers defaults to the cores over this.")]
-Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress (a sweep's: its bar and "
-                                        "log).")]
-Backend = Annotated[str, typer.Option("--backend", help="local (a process pool here) or ray (a Ray cluster).")]
-Workers = Annotated[Optional[int], typer.Option("--workers", help="Parallel runs (default: the CPU cores over "
-                                                "--threads).")]
-Address = Annotated[Optional[str], typer.Option("--address", help="Ray cluster: auto, HOST:PORT or "
-                                                "ray://HOST:10001 (default: a Ray instance on this machine, "
-                                                "listening on 127.0.0.1 only).")]
+# One definition each (flag, default and help); where a name means something else in a sweep (one run per seed,
+# threads per run) the two meanings are defined side by side and each help says what the other command does.
+STEPS = typer.Option(None, "--steps", help="Training steps (the study's `steps` key); in a sweep, for every run "
+                                           "(part of each run's id).")
+RUN_SEEDS = typer.Option(None, "--seeds", help="Seeds 0..S-1 trained in this one run, averaged in metrics.json (the "
+                                               "study's `seeds` key); `sweep --seeds` makes one run per seed instead.")
+SWEEP_SEEDS = typer.Option(1, "--seeds", help="Seeds 0..S-1 per grid point, one run (runs/<run_id>/) each, summarised "
+                                              "in summary.csv; `run --seeds` trains them in one run.")
+PRESET = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one).")
+SETS = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), on top of --preset; in a sweep, for "
+                                      "every run.")
+DEVICE = typer.Option("cpu", "--device", help="cpu or cuda.")
+RUN_THREADS = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 for the regression studies, "
+                                                   "all cores otherwise).")
+SWEEP_THREADS = typer.Option(None, "--threads", help="CPU threads of each run (default 1); --workers defaults to "
+                                                     "the cores over this.")
+PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress (a sweep's: its bar and log).")
+BACKEND = typer.Option("local", "--backend", help="local (a process pool here) or ray (a Ray cluster).")
+WORKERS = typer.Option(None, "--workers", help="Parallel runs (default: the CPU cores over --threads).")
+ADDRESS = typer.Option(None, "--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:10001 (default: a Ray "
+                                               "instance on this machine, listening on 127.0.0.1 only).")
 
 
 def _version(value: bool) -> None:
@@ -93,14 +89,14 @@ def _fail(exc: BaseException) -> None:
 def run(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
     out: Path = typer.Option(..., "--out", help="Output directory."),
-    steps: Steps = None,
-    seeds: RunSeeds = None,
-    preset: Preset = "default",
-    set_: Sets = [],  # noqa: B006 (typer copies it)
-    device: Device = "cpu",
+    steps: Optional[int] = STEPS,
+    seeds: Optional[int] = RUN_SEEDS,
+    preset: str = PRESET,
+    set_: list[str] = SETS,
+    device: str = DEVICE,
     force: bool = typer.Option(False, "--force", help="Overwrite a finished run in --out."),
-    progress: Progress = True,
-    threads: RunThreads = None,
+    progress: bool = PROGRESS,
+    threads: Optional[int] = RUN_THREADS,
 ) -> None:
     """Run a study and write config.json, metrics.json, curves.csv and figures under --out."""
     from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
@@ -130,16 +126,16 @@ def sweep(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
     out: Path = typer.Option(..., "--out", help="Sweep directory: runs/<run_id>/ each, sweep.csv, summary.csv."),
     grid: list[str] = typer.Option([], "--grid", help="KEY=V1,V2,... (repeatable; the Cartesian product is run)."),
-    steps: Steps = None,
-    seeds: SweepSeeds = 1,
-    preset: Preset = "default",
-    set_: Sets = [],  # noqa: B006 (typer copies it)
-    backend: Backend = "local",
-    address: Address = None,
-    workers: Workers = None,
-    device: Device = "cpu",
-    threads: SweepThreads = None,
-    progress: Progress = True,
+    steps: Optional[int] = STEPS,
+    seeds: int = SWEEP_SEEDS,
+    preset: str = PRESET,
+    set_: list[str] = SETS,
+    backend: str = BACKEND,
+    address: Optional[str] = ADDRESS,
+    workers: Optional[int] = WORKERS,
+    device: str = DEVICE,
+    threads: Optional[int] = SWEEP_THREADS,
+    progress: bool = PROGRESS,
 ) -> None:
     """Run a grid of configs times seeds, each an ordinary run directory; exit 1 if any run failed."""
     from icl_gd.platform.sweep import parse_grid, plan_sweep, run_sweep, write_sweep_results
@@ -249,12 +245,12 @@ def reproduce(
     quick: bool = typer.Option(False, "--quick", help="Fewer steps and seeds (about 15 min on 2 cores); claims "
                                                       "that need the full budget are reported inconclusive."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated claim ids (see --list)."),
-    backend: Backend = "local",
-    workers: Workers = None,
-    address: Address = None,
-    device: Device = "cpu",
-    threads: SweepThreads = None,
-    progress: Progress = True,
+    backend: str = BACKEND,
+    workers: Optional[int] = WORKERS,
+    address: Optional[str] = ADDRESS,
+    device: str = DEVICE,
+    threads: Optional[int] = SWEEP_THREADS,
+    progress: bool = PROGRESS,
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
     update_readme: Optional[Path] = typer.Option(None, "--update-readme", help="Also write the claims table "

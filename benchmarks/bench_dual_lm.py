@@ -33,7 +33,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from icl_gd.dual.corpus import load_raw, tokenise  # noqa: E402
+from icl_gd.dual.corpus import tokenise  # noqa: E402
+from icl_gd.dual.text_sources import load_raw  # noqa: E402
 from icl_gd.dual.lm_analysis import score_lm  # noqa: E402
 from icl_gd.core.optim import clip_gradients, make_optimizer  # noqa: E402
 from icl_gd.dual.lm_training import LMTrainingConfig, batchify, build_model, train_lm  # noqa: E402

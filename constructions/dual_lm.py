@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from icl_gd.dual.corpus import Document, RawCorpus, tokenise
+from icl_gd.dual.corpus import tokenise
 from icl_gd.dual.lm_training import LMTrainingConfig, TrainedLM, train_lm
 from icl_gd.dual.lstm import layer_modules
 from icl_gd.dual.storage import open_memory
+from icl_gd.dual.text_sources import Document, RawCorpus
 from icl_gd.dual.units import dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 

@@ -6,7 +6,7 @@ decay, gradient clipping) while ``icl_gd.dual`` records, for every training toke
 of the output layer (key h_t) and of each LSTM layer's gate map (key [x_t; h_{t-1}; 1]) with their provenance
 (article title, position, step, epoch) in the memory-mapped store (``icl_gd.dual.lm_training``). The corpus is
 ``data.corpus`` (``auto``: gensim's Wikipedia articles, else The Devil's Dictionary, else Python's help topics;
-``icl_gd.dual.corpus``). The run reports perplexity on valid and test against a unigram model, verifies every
+``icl_gd.dual.text_sources``). The run reports perplexity on valid and test against a unigram model, verifies every
 recorded layer's dual form against the trained weights, and scores test queries against every stored key
 (``icl_gd.dual.lm_analysis``): top training passages (``passages.md``/``.html``), next-word match of the top keys,
 effective keys, attention over training time and key removal. Headline metrics in ``metrics.json`` ``mean``

@@ -8,16 +8,16 @@ import gzip
 import numpy as np
 import pytest
 
-from icl_gd.dual import corpus as corpora
-from icl_gd.dual.corpus import (
-    EOS, UNK, Document, RawCorpus, build_vocab, per_document_limit, load_dictd, load_path, load_raw, require_length, resolve_corpus,
-    split_documents, tokenise, words_of,
+from icl_gd.dual import text_sources as sources
+from icl_gd.dual.corpus import build_vocab, per_document_limit, require_length, split_documents, tokenise
+from icl_gd.dual.text_sources import (
+    EOS, UNK, Document, RawCorpus, load_dictd, load_path, load_raw, resolve_corpus, words_of,
 )
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 
 def _dictd_number(value: int) -> str:
-    digits = corpora._DICTD_DIGITS
+    digits = sources._DICTD_DIGITS
     out = ""
     while True:
         out = digits[value % 64] + out
@@ -61,7 +61,7 @@ def test_dictd_book_one_document_per_entry_titled_by_headword(tmp_path):
 
 def test_book_is_read_from_its_documented_path(tmp_path, monkeypatch):
     path = write_dictd(tmp_path, {f"w{i}": f"W{i}, n. entry {i}.\n" for i in range(4)})
-    monkeypatch.setattr(corpora, "DEVIL_DICT", path)
+    monkeypatch.setattr(sources, "DEVIL_DICT", path)
     raw = load_raw("book")
     assert raw.name == "book" and len(raw.documents) == 4
 
@@ -83,12 +83,12 @@ def test_text_file_paragraphs_and_wikitext_directory(tmp_path):
 
 
 def test_auto_falls_back_wiki_then_book_then_pydoc(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "gensim_wiki_path", lambda: tmp_path / "dump.bz2")
+    monkeypatch.setattr(sources, "gensim_wiki_path", lambda: tmp_path / "dump.bz2")
     assert resolve_corpus("auto") == "wiki"
-    monkeypatch.setattr(corpora, "gensim_wiki_path", lambda: None)
-    monkeypatch.setattr(corpora, "DEVIL_DICT", write_dictd(tmp_path, {"a": "A, n. x.\n"}))
+    monkeypatch.setattr(sources, "gensim_wiki_path", lambda: None)
+    monkeypatch.setattr(sources, "DEVIL_DICT", write_dictd(tmp_path, {"a": "A, n. x.\n"}))
     assert resolve_corpus("auto") == "book"
-    monkeypatch.setattr(corpora, "DEVIL_DICT", tmp_path / "missing.dict.dz")
+    monkeypatch.setattr(sources, "DEVIL_DICT", tmp_path / "missing.dict.dz")
     assert resolve_corpus("auto") == "pydoc"
     raw = load_raw("auto")
     assert raw.name == "pydoc" and len(raw.documents) > 50 and all(d.words for d in raw.documents)
@@ -96,10 +96,10 @@ def test_auto_falls_back_wiki_then_book_then_pydoc(tmp_path, monkeypatch):
 
 
 def test_missing_corpora_name_how_to_get_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpora, "gensim_wiki_path", lambda: None)
+    monkeypatch.setattr(sources, "gensim_wiki_path", lambda: None)
     with pytest.raises(DatasetNotFoundError, match="pip install gensim"):
         load_raw("wiki")
-    monkeypatch.setattr(corpora, "DEVIL_DICT", tmp_path / "devil.dict.dz")
+    monkeypatch.setattr(sources, "DEVIL_DICT", tmp_path / "devil.dict.dz")
     with pytest.raises(DatasetNotFoundError, match="apt-get install dict-devil"):
         load_raw("book")
     with pytest.raises(DatasetNotFoundError, match="no such file"):
@@ -174,7 +174,7 @@ def test_wiki_dump_articles_keep_titles_and_lose_markup(tmp_path):
     xml = '<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.10/">' + "".join(pages) + "</mediawiki>"
     path = tmp_path / "dump.xml.bz2"
     path.write_bytes(bz2.compress(xml.encode()))
-    raw = corpora.load_wiki(path=path)
+    raw = sources.load_wiki(path=path)
     assert [d.title for d in raw.documents] == ["Anarchism", "Albedo"]
     assert raw.documents[0].words == ("anarchism", "is", "a", "political", "philosophy", ".", EOS, "history", EOS,
                                       "the", "term", ".", EOS)

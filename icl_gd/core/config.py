@@ -3,20 +3,23 @@
 Values are parsed by the field's annotation: bool, int, float, str, ``X | None``, ``Literal[...]`` and
 ``tuple[X, ...]`` (comma-separated). Dotted keys reach nested config dataclasses (``task.d=5``); a plain key
 that names a field of exactly one nested config reaches it too. Validation is the dataclass's own
-``__post_init__``, which ``dataclasses.replace`` re-runs.
+``__post_init__``, which ``dataclasses.replace`` re-runs; a check on one field's value is declared with the field
+(``setting(..., check=require_positive_int)``) and run by ``check_settings``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar, Union
 
 from icl_gd.core.errors import ConfigError
 
 C = TypeVar("C")
+Check = Callable[[str, Any], None]  # (field name, value) -> None, or ConfigError
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -123,12 +126,38 @@ def _replace_path(config: Any, path: list[str], value: Any) -> Any:
     return dataclasses.replace(config, **{path[0]: _replace_path(getattr(config, path[0]), path[1:], value)})
 
 
-def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None) -> Any:
+def setting(default: Any = dataclasses.MISSING, doc: str = "", *, factory: Any = None,
+            check: Check | None = None) -> Any:
     """A config field with its one-line meaning (``icl-gd config STUDY`` prints it). ``factory`` builds a
-    mutable or nested default (a sub-config)."""
+    mutable or nested default (a sub-config). ``check(name, value)`` raises ``ConfigError`` on a bad value;
+    ``check_settings`` runs it (not on None where the field's type allows None: off, or resolved later)."""
+    metadata = {"doc": doc, "check": check}
     if factory is not None:
-        return dataclasses.field(default_factory=factory, metadata={"doc": doc})
-    return dataclasses.field(default=default, metadata={"doc": doc})
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def positive_int(default: int | None, doc: str) -> Any:
+    """A setting that must be a positive integer (the commonest check: sizes, counts, cadences)."""
+    return setting(default, doc, check=require_positive_int)
+
+
+def check_settings(config: object) -> None:
+    """Run every field's ``check`` (``setting(check=...)``) in field order: a config's ``__post_init__`` calls
+    this once instead of naming its fields again."""
+    for f in dataclasses.fields(config):  # type: ignore[arg-type]
+        check = f.metadata.get("check")
+        value = getattr(config, f.name)
+        if check is not None and not (value is None and f.name in _optional_fields(type(config))):
+            check(f.name, value)
+
+
+@functools.cache
+def _optional_fields(cls: type) -> frozenset[str]:
+    """Names of the fields of ``cls`` whose type admits None."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(name for name, hint in hints.items()
+                     if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in typing.get_args(hint))
 
 
 def describe(config: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
@@ -153,9 +182,12 @@ def require_non_negative(name: str, value: float) -> None:
         raise ConfigError(f"{name} must be non-negative, got {value!r}")
 
 
+def require_positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
 def require_positive_ints(config: object, *names: str) -> None:
     """Raise ``ConfigError`` naming the first of ``names`` whose value on ``config`` is not a positive int."""
     for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_int(name, getattr(config, name))

@@ -20,7 +20,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from icl_gd.core import stats
-from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.queries import layer_queries, readonly_tensor, score_queries, vote, vote_agreement
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
@@ -43,15 +43,15 @@ HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_la
 class AnalysisConfig:
     """The test queries scored against the stored keys."""
 
-    n_queries: int = setting(200, "test images per task scored against every stored key")
-    n_figure_queries: int = setting(4, "queries whose top training images are drawn")
-    top_k: int = setting(6, "keys kept per query, and training images drawn per query")
-    spotlight_keys: int = setting(500, "figure: the largest scores drawn per (task, training class), sorted")
-    recent_steps: int = setting(500, "figure: the last training steps whose attention mass is drawn")
+    n_queries: int = positive_int(200, "test images per task scored against every stored key")
+    n_figure_queries: int = positive_int(4, "queries whose top training images are drawn")
+    top_k: int = positive_int(6, "keys kept per query, and training images drawn per query")
+    spotlight_keys: int = positive_int(500, "figure: the largest scores drawn per (task, training class), sorted")
+    recent_steps: int = positive_int(500, "figure: the last training steps whose attention mass is drawn")
     removals: bool = setting(True, "measure how predictions move when a task's or an epoch's keys are removed")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_queries", "n_figure_queries", "top_k", "spotlight_keys", "recent_steps")
+        check_settings(self)
 
 
 @dataclass(frozen=True)

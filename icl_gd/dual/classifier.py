@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.dual.datasets import FASHION_MNIST_DIR, ImageDataset, load_dataset, permuted, resolve_dataset, standardized
 from icl_gd.core.errors import ConfigError
 
@@ -53,7 +53,7 @@ class TaskPairConfig:
     second_task: Literal["permuted", "fashion-mnist", "mnist-subset"] = setting(
         "permuted", "task 1: task 0's images under a fixed pixel permutation, or another 28×28 dataset")
     fashion_mnist_dir: str = setting(str(FASHION_MNIST_DIR), "directory holding the Fashion-MNIST IDX files")
-    train_examples: int | None = setting(None, "train on the first N images of each task (none: all)")
+    train_examples: int | None = positive_int(None, "train on the first N images of each task (none: all)")
     standardize: bool = setting(False, "shift and scale each dataset to zero mean, unit variance over its "
                                        "training pixels (the authors' normalisation); false: pixels in [0, 1]")
     head: Literal["stacked", "shared"] = setting(
@@ -62,8 +62,7 @@ class TaskPairConfig:
     single_task: int = setting(0, "the task the single setting trains on: 0 (dataset) or 1 (second_task)")
 
     def __post_init__(self) -> None:
-        if self.train_examples is not None:
-            require_positive_ints(self, "train_examples")
+        check_settings(self)
         if self.single_task not in (0, 1):
             raise ConfigError(f"single_task must be 0 or 1, got {self.single_task}")
 

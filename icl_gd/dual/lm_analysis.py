@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
@@ -40,19 +40,18 @@ CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
 class LMAnalysisConfig:
     """The test queries scored against the stored keys, and what is shown of them."""
 
-    n_queries: int = setting(100, "test positions scored against every stored key")
-    context: int = setting(32, "words each query reads (from a zero state) before predicting the next")
-    top_k: int = setting(10, "keys per query for the next-word match and kept as top lists")
-    n_passages: int = setting(5, "queries shown in passages.md/html with their top-3 training passages per layer")
-    passage_words: int = setting(14, "words shown before a key's word in a passage")
-    removal_keys: int = setting(10, "keys dropped per query and layer: its top-k by attention vs k random keys")
-    step_bins: int = setting(20, "bins of training steps for the attention-over-training curve")
-    verify_queries: int = setting(32, "queries on which each layer's dual outputs are compared with the primal")
-    block_rows: int = setting(4096, "keys scored per block (an output-layer value is vocabulary-wide)")
+    n_queries: int = positive_int(100, "test positions scored against every stored key")
+    context: int = positive_int(32, "words each query reads (from a zero state) before predicting the next")
+    top_k: int = positive_int(10, "keys per query for the next-word match and kept as top lists")
+    n_passages: int = positive_int(5, "queries shown in passages.md/html with their top-3 training passages per layer")
+    passage_words: int = positive_int(14, "words shown before a key's word in a passage")
+    removal_keys: int = positive_int(10, "keys dropped per query and layer: its top-k by attention vs k random keys")
+    step_bins: int = positive_int(20, "bins of training steps for the attention-over-training curve")
+    verify_queries: int = positive_int(32, "queries on which each layer's dual outputs are compared with the primal")
+    block_rows: int = positive_int(4096, "keys scored per block (an output-layer value is vocabulary-wide)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_queries", "context", "top_k", "n_passages", "passage_words", "removal_keys",
-                              "step_bins", "verify_queries", "block_rows")
+        check_settings(self)
 
 
 @dataclass(frozen=True)
@@ -181,11 +180,14 @@ def removal_drops(model: LSTMLanguageModel, module: torch.nn.Linear, layer: Dual
 class LayerAnalysis:
     """One recorded layer: its verification, its scores and the removal drops of every query."""
 
-    name: str
     verification: DualVerification
     scores: LMScores
     drop_top: np.ndarray  # (nq,)
     drop_random: np.ndarray  # (nq,)
+
+    @property
+    def name(self) -> str:
+        return self.verification.layer
 
 
 def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer: LayerMemory, queries: LMQueries,
@@ -203,7 +205,7 @@ def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer: LayerMemory
     random = rng.integers(0, n_keys, size=top.shape)
     drop_top = removal_drops(model, module, layer, queries, top)
     drop_random = removal_drops(model, module, layer, queries, random)
-    return LayerAnalysis(name, verification, scores, drop_top, drop_random)
+    return LayerAnalysis(verification, scores, drop_top, drop_random)
 
 
 def layer_metrics(a: LayerAnalysis, queries: LMQueries, top_k: int) -> dict[str, float]:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.checkpoints import config_fingerprint, load_checkpoint, save_checkpoint
-from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
@@ -43,28 +43,27 @@ CURVE_EVERY = 20  # optimizer steps between train_loss rows
 class LMTrainingConfig:
     """The LSTM language model and its recorded truncated-BPTT training."""
 
-    embed: int = setting(64, "word embedding width")
-    hidden: int = setting(128, "LSTM hidden width (every layer)")
-    layers: int = setting(1, "LSTM layers (1 or 2 in the paper)")
-    bptt: int = setting(35, "tokens per truncated-BPTT window")
+    embed: int = positive_int(64, "word embedding width")
+    hidden: int = positive_int(128, "LSTM hidden width (every layer)")
+    layers: int = positive_int(1, "LSTM layers (1 or 2 in the paper)")
+    bptt: int = positive_int(35, "tokens per truncated-BPTT window")
     batch_size: int = setting(16, "parallel streams per window")
-    epochs: int = setting(2, "passes over the training stream")
+    epochs: int = positive_int(2, "passes over the training stream")
     optimizer: Literal["sgd", "adam"] = setting("sgd", "sgd: exact dual form; adam: its residual is reported")
     lr: float = setting(1.0, "initial learning rate")
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
     beta1: float = setting(0.9, "Adam beta1 (optimizer=adam)")
     beta2: float = setting(0.999, "Adam beta2 (optimizer=adam)")
     weight_decay: float = setting(1e-6, "(coupled) weight decay")
-    lr_decay: float = setting(0.5, "learning rate × lr_decay after every epoch")
+    lr_decay: float = setting(0.5, "learning rate × lr_decay after every epoch", check=require_positive)
     grad_clip: float | None = setting(0.5, "global gradient-norm clip before every step (none or 0: off)")
     dtype: Literal["float32", "float64"] = setting("float32", "training precision")
     key_dtype: Literal["float16", "float32", "float64"] = setting("float32", "dtype of the stored keys")
     checkpoint_every: int = setting(200, "optimizer steps between checkpoints (a rerun resumes from the last)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "embed", "hidden", "layers", "bptt", "epochs")
+        check_settings(self)
         require_optimizer_keys(self)
-        require_positive("lr_decay", self.lr_decay)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import torch
 
-from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, require_optimizer_keys
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
@@ -44,15 +44,15 @@ def require_settings(settings: Sequence[str]) -> None:
 class ClassifierTrainingConfig:
     """The MLP and its recorded SGD training."""
 
-    hidden: int = setting(256, "width of both hidden layers")
-    epochs: int | None = setting(3, "epochs per task (continual: per phase); none: as many as steps need")
+    hidden: int = positive_int(256, "width of both hidden layers")
+    epochs: int | None = positive_int(3, "epochs per task (continual: per phase); none: as many as steps need")
     steps: int | None = setting(None, "cap on optimizer steps per task phase (none: every mini-batch)")
-    continual_phase_steps: int | None = setting(None, "continual: the step cap of each task phase (none: steps)")
+    continual_phase_steps: int | None = positive_int(None, "continual: the step cap of each task phase (none: steps)")
     batch_size: int = setting(32, "images per mini-batch")
     lr: float = setting(0.1, "initial SGD learning rate")
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
     weight_decay: float = setting(1e-4, "SGD (coupled) weight decay")
-    lr_decay: float = setting(0.7, "learning rate × lr_decay after every epoch")
+    lr_decay: float = setting(0.7, "learning rate × lr_decay after every epoch", check=require_positive)
     grad_clip: float | None = setting(None, "global gradient-norm clip before every step (none or 0: off)")
     key_dtype: Literal["auto", "float16", "float32", "float64"] = setting(
         "auto", "dtype of the stored keys; auto: float64 on digits, float32 otherwise")
@@ -60,10 +60,8 @@ class ClassifierTrainingConfig:
         "auto", "dtype of the stored error signals (values); auto: the training dtype, float64")
 
     def __post_init__(self) -> None:
-        given = lambda *names: tuple(n for n in names if getattr(self, n) is not None)  # noqa: E731
-        require_positive_ints(self, "hidden", *given("epochs", "continual_phase_steps"))
+        check_settings(self)
         require_optimizer_keys(self)
-        require_positive("lr_decay", self.lr_decay)
         if self.epochs is None and self.steps is None:
             raise ConfigError("epochs=none needs a step cap: set steps")
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints, setting
+from icl_gd.core.config import check_settings, positive_int, require_non_negative, require_positive, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import require_optimizer_keys
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
@@ -59,12 +59,12 @@ class RegressionTaskConfig:
 class LSAStackConfig:
     """K linear self-attention layers, separate or tied; widths come from the token layout."""
 
-    layers: int = setting(1, "LSA layers K (a recurrent model applies its one layer K times)")
+    layers: int = positive_int(1, "LSA layers K (a recurrent model applies its one layer K times)")
     recurrent: bool = setting(False, "tie the weights of all K layers (one layer applied K times)")
-    heads: int = setting(1, "attention heads per layer")
+    heads: int = positive_int(1, "attention heads per layer")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "layers", "heads")
+        check_settings(self)
 
     @property
     def shared_steps(self) -> bool:
@@ -128,17 +128,16 @@ class TrainingConfig:
 class EvaluationConfig:
     """Seeds, the fixed test tasks, the held-out tuning tasks and the evaluation cadence."""
 
-    seed: int = setting(0, "first training seed; seeds are seed, seed+1, ...")
-    seeds: int = setting(1, "number of training seeds (models trained from independent inits and data)")
-    test_seed: int = setting(2023, "seed of the fixed test tasks and of the held-out tuning tasks")
-    n_test: int = setting(10_000, "test tasks every model and baseline is scored on")
-    n_tune: int = setting(10_000, "held-out tasks on which the baselines' parameters (GD's η, ...) are tuned")
-    eval_every: int = setting(100, "training steps between evaluations on the test tasks (curves.csv)")
+    seed: int = setting(0, "first training seed; seeds are seed, seed+1, ...", check=require_non_negative)
+    seeds: int = positive_int(1, "number of training seeds (models trained from independent inits and data)")
+    test_seed: int = setting(2023, "seed of the fixed test tasks and of the held-out tuning tasks",
+                             check=require_non_negative)
+    n_test: int = positive_int(10_000, "test tasks every model and baseline is scored on")
+    n_tune: int = positive_int(10_000, "held-out tasks on which the baselines' parameters (GD's η, ...) are tuned")
+    eval_every: int = positive_int(100, "training steps between evaluations on the test tasks (curves.csv)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "seeds", "n_test", "n_tune", "eval_every")
-        require_non_negative("seed", self.seed)
-        require_non_negative("test_seed", self.test_seed)
+        check_settings(self)
 
     @property
     def seed_list(self) -> list[int]:
