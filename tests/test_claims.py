@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import CLAIMS, Claim, Direction, SeedEvidence, Verdict, decide, evaluate_claim
-from icl_gd.platform.claims.model import Difference, Metric, Ratio, RunPlan, WorstIdentity
-from icl_gd.platform.claims.registry import ood_max_gap
+from icl_gd.platform.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
+                                   Verdict, decide, evaluate_claim)
+from icl_gd.platform.claims.model import (Difference, Metric, OodGap, Ratio, RelGap, RolloutGap, RolloutRise, RunPlan,
+                                          WorstDeviation, WorstIdentity)
+from icl_gd.platform.claims.registry import VERIFY_STUDY
 from icl_gd.platform.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
 
@@ -50,21 +52,46 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
         mean = {f"{stat.prefix} synthetic identity": {"max_rel_error": value * 1e-12, "tolerance": 1e-12},
                 f"{stat.prefix} a second one": {"max_rel_error": 0.0, "tolerance": 1e-12},
                 "other: unrelated identity": {"max_rel_error": 1.0, "tolerance": 1e-12}}
-    elif stat is ood_max_gap:
-        mean = {}
-        rows = [{"seed": 0, "sweep": sweep, "value": alpha, "model": model, "loss": loss}
-                for sweep in ("input_scale", "weight_scale") for alpha in (0.5, 1.0, 2.0)
-                for model, loss in (("gd", 0.2 * alpha), ("trained", 0.2 * alpha * (1 + value * (alpha == 2.0))))]
-        rows += [{"seed": 0, "sweep": "distractors", "value": 8, "model": "trained", "loss": 99.0},
-                 {"seed": 0, "sweep": "distractors", "value": 8, "model": "gd", "loss": 1.0}]
-        with (run_dir / "ood.csv").open("w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    elif isinstance(stat, RelGap):  # first = second * (1 + value): the gap is value (both signs pass |.|)
+        _put(mean, stat.second, 2.0)
+        _put(mean, stat.first, 2.0 * (1 + value))
+    elif isinstance(stat, WorstDeviation):  # the worst plan deviates by value, the others by half of it
+        p = int(run_dir.name.split("_")[0].removeprefix("plan"))
+        _put(mean, stat.key, stat.expected[p] * (1 + value * (1.0 if p == 0 else 0.5)))
+    elif isinstance(stat, OodGap):
+        _write_csv(run_dir / "ood.csv", _ood_rows(stat.reference, value))
+    elif isinstance(stat, RolloutGap):
+        rows = [{"damping": g, "applications": n, "model": m, "loss": loss}
+                for g in (1.0, stat.damping) for n in (1, 2, 3)
+                for m, loss in (("gd", 1.0 / n), ("trained", (1.0 / n) * (1 + value * (n == 2) * (g == stat.damping))
+                                                  + 9.0 * (g != stat.damping)))]
+        _write_csv(run_dir / "depth.csv", rows)
+    elif isinstance(stat, RolloutRise):  # losses 1, 1 + value, ...: the largest step-to-step change is value
+        rows = [{"damping": stat.damping, "applications": n, "model": m, "loss": loss}
+                for m in stat.models for n, loss in ((1, 1.0), (2, 1.0 + value), (3, (1.0 + value) * 0.5))]
+        rows += [{"damping": 1.0, "applications": n, "model": "trained", "loss": float(n)} for n in (1, 2, 3)]
+        _write_csv(run_dir / "depth.csv", rows)
     else:  # a new kind of statistic needs a builder here
         raise AssertionError(f"{claim.id}: no synthetic builder for {stat!r}")
     (run_dir / "metrics.json").write_text(json.dumps({"mean": mean, "std": {}, "seeds": {}}))
     return run_dir
+
+
+def _ood_rows(reference: str, value: float) -> list[dict]:
+    """Scale sweeps where the trained model's worst gap to ``reference`` is ``value`` (at α = 2), plus distractor rows
+    (gap 98) that the statistic must ignore."""
+    rows = [{"seed": 0, "sweep": sweep, "value": alpha, "model": model, "loss": loss}
+            for sweep in ("input_scale", "weight_scale") for alpha in (0.5, 1.0, 2.0)
+            for model, loss in ((reference, 0.2 * alpha), ("trained", 0.2 * alpha * (1 + value * (alpha == 2.0))))]
+    return rows + [{"seed": 0, "sweep": "distractors", "value": 8, "model": "trained", "loss": 99.0},
+                   {"seed": 0, "sweep": "distractors", "value": 8, "model": reference, "loss": 1.0}]
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _evidence(tmp_path: Path, claim: Claim, values: list[float]) -> list[SeedEvidence]:
@@ -81,7 +108,7 @@ def _side(claim: Claim, passing: bool) -> float:
     return claim.threshold + sign * _margin(claim)
 
 
-@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", ALL_CHECKS, ids=lambda c: c.id)
 def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, claim):
     result = evaluate_claim(claim, _evidence(tmp_path / "holds", claim, [_side(claim, True)] * 3))
     assert result.verdict is Verdict.HOLDS, result.note
@@ -96,12 +123,32 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, 
 
 
 def test_every_claim_is_well_formed():
-    ids = [c.id for c in CLAIMS]
+    """Issue 19: located, quoted (the paper's von Oswald claims), a threshold with its source, construction checks
+    apart, three seeds in every empirical claim's full-budget plan and a --quick budget that cannot decide it."""
+    ids = [c.id for c in ALL_CHECKS]
     assert len(ids) == len(set(ids))
-    for claim in CLAIMS:
-        assert claim.statement.endswith(".") and claim.source and claim.measures
+    assert all(c.kind is not Kind.CONSTRUCTION for c in CLAIMS)
+    assert all(c.kind is Kind.CONSTRUCTION for c in CONSTRUCTION_CHECKS)
+    for claim in ALL_CHECKS:
+        assert claim.statement.endswith(".") and claim.location and claim.measures, claim.id
+        assert claim.threshold_source.split(":")[0] in ("paper", "ours"), claim.id
+        if claim.kind is Kind.PAPER and claim.paper.startswith("von Oswald"):
+            assert claim.quote and not claim.location.startswith("not in"), claim.id
+        if claim.kind is Kind.OURS:
+            assert not claim.quote, claim.id
         for plan in claim.runs:
             assert plan.seeds >= 1 and plan.estimate_s > 0 and plan.quick_estimate_s > 0
+            if plan.study != VERIFY_STUDY and not claim.is_construction:
+                assert plan.seeds >= 3, f"{claim.id}: {plan.study} has {plan.seeds} seeds"
+        if not claim.is_construction:
+            assert not claim.settled_by_quick, f"{claim.id}: a --quick budget must not decide it"
+
+
+def test_claims_cover_the_papers_figures():
+    """The acceptance list of issue 19: claims at Fig. 1, 2, 3, 4, 5, 6, 12, 13, 14 (16: no study writes it yet)."""
+    located = " ".join(c.location for c in CLAIMS if c.paper.startswith("von Oswald"))
+    for figure in (1, 2, 3, 4, 5, 6, 12, 13, 14):
+        assert re.search(rf"Fig\. {figure}\b", located), figure
 
 
 def test_a_missing_metric_is_inconclusive_not_an_error(tmp_path):
@@ -118,8 +165,14 @@ def test_a_null_metric_is_inconclusive(tmp_path):
 
 
 def _toy(direction=Direction.BELOW, quick_decisive=True) -> Claim:
-    return Claim("toy", "paper", "§1", "Toy.", (RunPlan("single-layer", quick_overrides=("steps=10",)),), Metric("x"), "x", 1.0, direction,
-                 quick_decisive=quick_decisive)
+    return _claim("toy", (RunPlan("single-layer", quick_overrides=("steps=10",)),), Metric("x"), 1.0, direction,
+                  quick_decisive=quick_decisive)
+
+
+def _claim(id: str, runs: tuple, statistic, threshold: float, direction: Direction, **extra) -> Claim:
+    return Claim(id=id, paper="paper", location="§1", kind=Kind.PAPER, quote="Toy.", statement="Toy.", runs=runs,
+                 statistic=statistic, measures="x", threshold=threshold, direction=direction,
+                 threshold_source="ours: a toy", **extra)
 
 
 def test_verdict_rule_interval_straddling_the_threshold_is_inconclusive():
@@ -134,8 +187,7 @@ def test_verdict_rule_interval_straddling_the_threshold_is_inconclusive():
 def test_ratio_claims_are_summarised_on_the_log_scale():
     """A ratio > 2 on every seed but spread over a decade: its linear t-interval reaches below zero, the
     geometric one stays above 2, so the claim holds."""
-    ratio_claim = Claim("r", "paper", "§1", "Ratio.", (RunPlan("single-layer"),), Ratio("a", ("b",)), "a/b", 2.0,
-                        Direction.ABOVE)
+    ratio_claim = _claim("r", (RunPlan("single-layer"),), Ratio("a", ("b",)), 2.0, Direction.ABOVE)
     values = [20.0, 200.0, 250.0]
     assert ratio_claim.log_scale and not _toy().log_scale
     assert decide(ratio_claim, values)[0] is Verdict.HOLDS
@@ -159,16 +211,20 @@ def test_quick_budget_never_settles_a_claim_that_needs_the_full_budget():
     assert verdict is Verdict.INCONCLUSIVE and "would be holds" in note
     assert decide(_toy(quick_decisive=True), [0.5, 0.5], quick=True)[0] is Verdict.HOLDS
     # a plan whose quick budget is its full budget settles the claim under --quick too
-    same = Claim("same", "paper", "§1", "Same.", (RunPlan("dual-form-lm"),), Metric("x"), "x", 1.0, Direction.BELOW,
-                 quick_decisive=False)
+    same = _claim("same", (RunPlan("dual-form-lm"),), Metric("x"), 1.0, Direction.BELOW, quick_decisive=False)
     assert decide(same, [0.5], quick=True)[0] is Verdict.HOLDS
 
 
 def test_claim_without_runs_or_with_infinite_threshold_is_rejected():
     with pytest.raises(ConfigError):
-        Claim("bad", "p", "s", "S.", (), Metric("x"), "x", 1.0, Direction.BELOW)
+        _claim("bad", (), Metric("x"), 1.0, Direction.BELOW)
     with pytest.raises(ConfigError):
-        Claim("bad", "p", "s", "S.", (RunPlan("x"),), Metric("x"), "x", float("inf"), Direction.BELOW)
+        _claim("bad", (RunPlan("x"),), Metric("x"), float("inf"), Direction.BELOW)
+    with pytest.raises(ConfigError, match="threshold comes from"):
+        Claim(id="bad", paper="p", location="s", kind=Kind.OURS, statement="S.", runs=(RunPlan("x"),),
+              statistic=Metric("x"), measures="x", threshold=1.0, direction=Direction.BELOW, threshold_source=" ")
+    with pytest.raises(TypeError):  # keywords only
+        Claim("bad", "p", "s", Kind.OURS, "S.", (RunPlan("x"),), Metric("x"), "x", 1.0, Direction.BELOW, "ours: x")
 
 
 def test_report_files_show_summary_table_and_embedded_figures(tmp_path):
@@ -183,22 +239,66 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path):
     png = (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
            + _chunk(b"IDAT", zlib.compress(raw)) + _chunk(b"IEND", b""))
     figure.write_bytes(png)
-    failing = next(c for c in CLAIMS if c.id == "vo-prop1-exact")
+    failing = next(c for c in CLAIMS if c.id == "vo-sine")
+    check = next(c for c in ALL_CHECKS if c.id == "vo-prop1-exact")
+    separate = next(c for c in CLAIMS if c.id == "vo-separate-one-step")
     results = [evaluate_claim(claim, evidence),
-               evaluate_claim(failing, _evidence(tmp_path / "runs2", failing, [2.0]))]
+               evaluate_claim(failing, _evidence(tmp_path / "runs2", failing, [0.4, 0.41, 0.39])),
+               evaluate_claim(separate, _evidence(tmp_path / "runs4", separate, [0.14, 0.004, 0.023])),
+               evaluate_claim(check, _evidence(tmp_path / "runs3", check, [0.5]))]
     header = ReportHeader("icl-gd reproduce --out X", "abc1234", "2026-11-30", quick=False, wall_s=60.0)
     write_report(tmp_path, results, header)
     md = (tmp_path / "report.md").read_text()
-    assert "2 claims: 1 hold, 1 fail, 0 inconclusive" in md
+    # the construction check is reported in its own table, not counted in the claims' summary
+    assert "3 claims: 1 hold, 1 fail, 1 inconclusive; 1 construction check: 1 hold" in md
     assert "| vo-single-loss" not in md and "[vo-single-loss](runs/plan0_seed0)" in md
     assert "0.002 ± 0.001 (3 seeds, 95% CI [" in md and "< 0.02" in md
+    assert "## Construction checks" in md and md.index("`vo-prop1-exact`") > md.index("## Construction checks")
+    assert "Outer left: Trained single LSA layer performance is identical" in md  # the quote
+    assert "ours: 'identical' / 'matches' in loss" in md  # the threshold's source beside it
+    # the authors' code's recorded values: separate tokens compared (2 of their seeds), sine at another budget
+    assert "0.0368, 0.937 (seeds 0, 1): agrees" in md and "0.358 (seed 0): not run" in md
     page = (tmp_path / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 1 and 'id="claims"' in page
-    assert 'class="fails"' in page and 'class="holds"' in page
+    assert 'id="construction-checks"' in page and 'class="fails"' in page and 'class="holds"' in page
+    assert '<span class="badge agrees">' in page and '<span class="badge not-run">' in page
     data = json.loads((tmp_path / "claims.json").read_text())
-    assert [c["verdict"] for c in data["claims"]] == ["holds", "fails"]
-    assert data["claims"][0]["values"] == [0.001, 0.002, 0.003] and data["commit"] == "abc1234"
+    assert [c["verdict"] for c in data["claims"]] == ["holds", "fails", "inconclusive"]
+    assert [c["id"] for c in data["construction_checks"]] == ["vo-prop1-exact"]
+    first = data["claims"][0]
+    assert first["values"] == [0.001, 0.002, 0.003] and data["commit"] == "abc1234"
+    assert first["quote"] and first["location"].startswith("§3") and first["kind"] == "paper"
+    assert first["threshold_source"].startswith("ours:") and first["authors_code"] == {
+        "value": None, "agreement": "not run", "note": "the authors' code has not been run for this claim here",
+        "difference": None, "interval": None}
+    theirs = data["claims"][2]["authors_code"]
+    assert theirs["agreement"] == "agrees" and theirs["value"]["values"] == [0.0368, 0.9373]
+    assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 10000
     assert render_markdown(results, header, tmp_path) == md and render_html(results, header, tmp_path) == page
+
+
+def test_agreement_with_the_authors_code_follows_the_stated_rule():
+    from icl_gd.platform.claims.authors import Agreement, AuthorsValue, agreement
+    from icl_gd.platform.claims.model import Spread
+
+    claim = next(c for c in CLAIMS if c.id == "vo-separate-one-step")
+    theirs = AuthorsValue(claim.id, (0.02, 0.021), same_setup=True)
+    assert agreement(claim, Spread((0.019, 0.02, 0.021)), theirs).agreement is Agreement.AGREES
+    assert agreement(claim, Spread((0.10, 0.101, 0.099)), theirs).agreement is Agreement.DIFFERS
+    assert agreement(claim, Spread((0.10,)), AuthorsValue(claim.id, (0.02,), True)).agreement is Agreement.CANNOT_TELL
+    assert agreement(claim, Spread((0.10, 0.2, 0.3)), AuthorsValue(claim.id, (0.02,), False)).agreement \
+        is Agreement.NOT_RUN
+    assert agreement(claim, Spread((0.10,)), None).agreement is Agreement.NOT_RUN
+
+
+def test_recorded_authors_values_name_registered_claims_and_their_provenance():
+    from icl_gd.platform.claims.authors import authors_values
+
+    values = authors_values()
+    assert values and set(values) <= {c.id for c in CLAIMS}
+    for record in values.values():
+        for key in ("seeds", "steps", "repository", "commit", "versions", "date", "driver", "recorded_in"):
+            assert record.provenance.get(key) not in (None, ""), (record.claim_id, key)
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -209,10 +309,13 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def test_ood_gap_reads_only_the_scale_sweeps(tmp_path):
-    claim = next(c for c in CLAIMS if c.id == "vo-ood")
-    run = _write_run(tmp_path / "r", claim, 0.3)
-    # the distractor rows (gap 98) are not part of this claim
-    assert ood_max_gap(SeedEvidence(({},), (run,))) == pytest.approx(0.3)
+    run = tmp_path / "r"
+    run.mkdir()
+    _write_csv(run / "ood.csv", _ood_rows("gdpp", 0.3))
+    # the distractor rows (gap 98) are not part of this claim; a reference the table lacks is missing evidence
+    assert OodGap("gdpp")(SeedEvidence(({},), (run,))) == pytest.approx(0.3)
+    with pytest.raises(LookupError):
+        OodGap("gd")(SeedEvidence(({},), (run,)))
 
 
 def test_indexed_metric_reads_one_item_of_a_per_step_list(tmp_path):

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,14 +32,26 @@ def fast_report(tmp_path_factory):
 
 def test_fast_claims_hold_and_every_report_file_is_written(fast_report):
     out, output = fast_report
-    assert "3 claims: 3 hold, 0 fail, 0 inconclusive" in output
+    assert "0 claims: 0 hold, 0 fail, 0 inconclusive; 3 construction checks: 3 hold, 0 fail, 0 inconclusive" in output
     assert "estimated time" in output and "0 study runs" in output
     data = json.loads((out / "claims.json").read_text())
-    assert [c["id"] for c in data["claims"]] == ["vo-prop1-exact", "vo-gdpp-exact", "irie-dual-exact"]
-    assert all(c["verdict"] == "holds" and c["values"][0] < 1 for c in data["claims"])
+    assert data["claims"] == []
+    checks = data["construction_checks"]
+    assert [c["id"] for c in checks] == ["vo-prop1-exact", "vo-gdpp-exact", "irie-dual-exact"]
+    assert all(c["verdict"] == "holds" and c["values"][0] < 1 and c["kind"] == "construction" for c in checks)
     assert (out / "runs" / "verify" / "metrics.json").is_file()
     md = (out / "report.md").read_text()
-    assert md.count("| [vo-") == 2 and "Produced by `icl-gd reproduce" in md
+    assert md.count("| `vo-") == 2 and "## Construction checks" in md and "Produced by `icl-gd reproduce" in md
+
+
+def test_list_prints_each_claims_location_and_whose_it_is():
+    result = CliRunner().invoke(app, ["reproduce", "--list"])
+    assert result.exit_code == 0, result.output
+    assert "arXiv 2212.07677v2" in result.output
+    line = next(l for l in result.output.splitlines() if l.startswith("vo-ood "))
+    assert "the paper's" in line and "Fig. 2 (outer right); App. A.2, Fig. 6(a)" in line
+    assert re.search(r"^vo-single-controls +ours ", result.output, re.M)
+    assert re.search(r"^vo-prop1-exact +construction check ", result.output, re.M)
 
 
 def test_second_call_reuses_the_finished_verify_run(fast_report):
@@ -111,7 +124,8 @@ class _ReportParser(HTMLParser):
 
 
 def _report_with_figure(tmp_path: Path) -> Path:
-    """A real report of one synthetic vo-single-loss run with a real PNG figure (matplotlib), plus the fast claims."""
+    """A real report of one synthetic vo-single-loss run (under a long run name) with a real PNG figure
+    (matplotlib), plus a construction check."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,7 +134,7 @@ def _report_with_figure(tmp_path: Path) -> Path:
     claims = select_claims(["vo-single-loss", "vo-prop1-exact"])
     single = next(c for c in claims if c.id == "vo-single-loss")
     for spec in seed_specs(single.runs[0], quick=False):
-        run = tmp_path / "runs" / spec.run_id()
+        run = tmp_path / "runs" / (spec.run_id() + "__" + "a_very_long_override=" + "x" * 120)
         (run / "figures").mkdir(parents=True)
         (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
         fig, ax = plt.subplots(figsize=(3, 2))
@@ -131,7 +145,12 @@ def _report_with_figure(tmp_path: Path) -> Path:
     from icl_gd.platform.claims.report import ReportHeader, write_report
 
     run_verify(tmp_path, all_checks)
-    write_report(tmp_path, judge(claims, tmp_path, quick=False),
+    for spec in seed_specs(single.runs[0], quick=False):  # judge reads the runs under their own names
+        long = next((tmp_path / "runs").glob(spec.run_id() + "__*"))
+        (tmp_path / "runs" / spec.run_id()).symlink_to(long.name)
+    results = judge(claims, tmp_path, quick=False)
+    results = [replace(r, run_dirs=tuple(d.resolve() for d in r.run_dirs)) for r in results]
+    write_report(tmp_path, results,
                  ReportHeader("icl-gd reproduce --out X", "test", "today", quick=False, wall_s=1.0))
     return tmp_path / "report.html"
 
@@ -150,7 +169,7 @@ def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_p
         # No browser on this machine (install Debian's `chromium` to run the real check): parse the HTML instead.
         parser = _ReportParser()
         parser.feed(page.read_text())
-        assert parser.rows == 2 and any(src.startswith("data:image/png;base64,") for src in parser.images)
+        assert parser.rows == 1 and any(src.startswith("data:image/png;base64,") for src in parser.images)
         pytest.skip("no Chromium on this machine (apt-get install chromium); checked the HTML with a parser "
                     "instead")
     # The browser runs a probe appended to a copy of the page: it counts the rendered claim rows and the decoded
@@ -159,15 +178,18 @@ def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_p
              "'#claims tbody tr').length; const imgs = [...document.images].filter(i => i.complete && "
              "i.naturalWidth > 0).length; const box = document.getElementById('claims').getBoundingClientRect();"
              "document.body.insertAdjacentHTML('beforeend', `<pre id=probe>rows=${rows} images=${imgs} "
-             "tablewidth=${Math.round(box.width)}</pre>`);});</script>")
+             "tablewidth=${Math.round(box.width)} overflow=${document.documentElement.scrollWidth - window.innerWidth} "
+             "badges=${document.querySelectorAll('#claims .badge').length}</pre>`);});</script>")
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text().replace("</body>", probe + "</body>"))
     result = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                             "--window-size=1280,900",
                              "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
-    found = re.search(r"rows=(\d+) images=(\d+) tablewidth=(\d+)", result.stdout)
+    found = re.search(r"rows=(\d+) images=(\d+) tablewidth=(\d+) overflow=(-?\d+) badges=(\d+)", result.stdout)
     assert found, result.stderr[-2000:]
-    rows, images, width = map(int, found.groups())
-    assert rows == 2 and images >= 1 and width > 0
+    rows, images, width, overflow, badges = map(int, found.groups())
+    # one row per claim, no horizontal scrolling despite 150-character run names, both verdicts as badges
+    assert rows == 1 and images >= 1 and 0 < width <= 1280 and overflow <= 0 and badges == 2
 
 
 def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
@@ -181,7 +203,7 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
     assert result.exit_code == 0, result.output
     text = readme.read_text()
     assert text.startswith("# Title\n\nbefore\n\n" + README_START) and text.endswith(README_END + "\n\nafter\n")
-    assert "old table" not in text and "| `vo-prop1-exact` |" in text and "1 claim: 1 hold" in text
+    assert "old table" not in text and "| `vo-prop1-exact` |" in text and "1 construction check: 1 hold" in text
     assert "Generated by `icl-gd reproduce --out" in text and "--quick" in text
     unmarked = tmp_path / "OTHER.md"
     unmarked.write_text("plain text\n")
@@ -193,15 +215,31 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
 
 def test_readme_claims_table_is_a_generated_block_whose_summary_matches_its_rows():
     from icl_gd.platform.claims.registry import claim_ids
-    from icl_gd.platform.claims.report import README_END, README_START
+    from icl_gd.platform.claims.report import CONSTRUCTION_HEADING, README_END, README_START
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = text[text.index(README_START):text.index(README_END)]
     assert re.search(r"Generated by `icl-gd reproduce --out \S+.*` at commit `[0-9a-f]{7}", block)
-    rows = re.findall(r"^\| `([a-z0-9-]+)` \|.*\| \*\*(holds|fails|inconclusive)\*\*", block, re.M)
+    claims_part = block.split(CONSTRUCTION_HEADING)[0]  # the construction checks' table is not counted
+    rows = re.findall(r"^\| `([a-z0-9-]+)`.*? \|.*\| \*\*(holds|fails|inconclusive)\*\*", claims_part, re.M)
     assert rows and all(claim in claim_ids() for claim, _ in rows)
-    summary = re.search(r"\*\*(\d+) claims?: (\d+) holds?, (\d+) fails?, (\d+) inconclusive\.\*\*", block)
+    summary = re.search(r"\*\*(\d+) claims?: (\d+) holds?, (\d+) fails?, (\d+) inconclusive[.;]", block)
     total, holds, fails, inconclusive = map(int, summary.groups())
     verdicts = [v for _, v in rows]
     assert (total, holds, fails, inconclusive) == (len(rows), verdicts.count("holds"), verdicts.count("fails"),
                                                    verdicts.count("inconclusive"))
+
+
+def test_generated_readme_block_passes_its_own_check(tmp_path):
+    """The block the command writes (claims table, then the construction checks) parses as the README test reads it."""
+    from icl_gd.platform.claims.report import CONSTRUCTION_HEADING, ReportHeader, readme_block
+
+    page = _report_with_figure(tmp_path)
+    claims = select_claims(["vo-single-loss", "vo-prop1-exact"])
+    block = readme_block(judge(claims, tmp_path, quick=False),
+                         ReportHeader("icl-gd reproduce --out X", "abc1234", "today", quick=False, wall_s=1.0))
+    claims_part, checks_part = block.split(CONSTRUCTION_HEADING)
+    assert re.findall(r"^\| `([a-z0-9-]+)`.*? \|.*\| \*\*(holds|fails|inconclusive)\*\*", claims_part, re.M) == [
+        ("vo-single-loss", "holds")]
+    assert "`vo-prop1-exact`" in checks_part and "**1 claim: 1 hold, 0 fail, 0 inconclusive; 1 construction" in block
+    assert page.is_file()

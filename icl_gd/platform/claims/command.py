@@ -47,9 +47,13 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                   threads: int | None = None) -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
     if list_claims:
+        echo("claims (the paper's or ours), then construction checks; locations: von Oswald et al. in arXiv "
+             "2212.07677v2 (31 May 2023)")
         for claim in select_claims(None):
-            echo(f"{claim.id:28s} {claim.paper.split(',')[0].split(' et')[0]:11s} {claim.source:12s} "
-                 f"{claim.statement}")
+            author = claim.paper.split(',')[0].split(' et')[0]
+            kind = {"paper": "the paper's", "ours": "ours", "construction": "construction check"}[claim.kind.value]
+            echo(f"{claim.id:30s} {kind:18s} {author}, {claim.location}")
+            echo(f"{'':30s} {claim.statement}")
         return 0
     if out is None:
         raise ConfigError("--out DIR is required (where the runs and the report go)")
@@ -91,9 +95,9 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     if update_readme_path is not None:
         update_readme(update_readme_path, readme_block(result.results, header))
         echo(f"updated the claims table in {update_readme_path}")
-    from icl_gd.platform.claims.report import summary_line
+    from icl_gd.platform.claims.report import claims_summary
 
-    echo(f"{summary_line(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
+    echo(f"{claims_summary(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
     return 1 if result.failed_runs else 0
 
 

@@ -11,6 +11,7 @@ decide this claim). A ratio (``Ratio``) is positive and skewed, so its mean and 
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -107,19 +108,36 @@ class MissingEvidence(LookupError):
     """A claim's statistic could not be computed from the runs it was given."""
 
 
-@dataclass(frozen=True)
+class Kind(str, Enum):
+    PAPER = "paper"  # an empirical statement the paper makes (quoted)
+    OURS = "ours"  # a check the paper does not make (our control or our extension of its statement)
+    CONSTRUCTION = "construction"  # an identity of icl-gd's own code: a construction check, not a claim
+
+
+@dataclass(frozen=True, kw_only=True)
 class Claim:
-    """One published statement, as a check over the runs it needs."""
+    """One statement, as a check over the runs it needs.
+
+    ``location`` is the place in the paper (arXiv 2212.07677v2 for von Oswald et al.), ``quote`` the paper's own
+    words (short, verbatim; empty for ``Kind.OURS``), ``statement`` ours in one sentence. ``threshold_source`` says
+    where the threshold comes from: a number the paper gives (with its location), the authors' code's value measured
+    here, or a stated rule ("ours: ..."). ``follows`` says, where the paper's text and the authors' code differ,
+    which one the claim's runs follow.
+    """
 
     id: str
     paper: str
-    source: str  # section or figure of the paper
-    statement: str  # one sentence
+    location: str
+    kind: Kind
+    statement: str
     runs: tuple[RunPlan, ...]
     statistic: Callable[[SeedEvidence], float]
     measures: str  # what the statistic is, e.g. "|L_trained - L_GD| / L_GD"
     threshold: float
     direction: Direction
+    threshold_source: str
+    quote: str = ""
+    follows: str = ""
     # False when the --quick budget (fewer steps or seeds) cannot settle this claim: it is then reported as
     # inconclusive with the measured value shown, never guessed.
     quick_decisive: bool = True
@@ -130,6 +148,12 @@ class Claim:
             raise ConfigError(f"claim {self.id} needs at least one run")
         if not math.isfinite(self.threshold):
             raise ConfigError(f"claim {self.id}: threshold must be finite, got {self.threshold}")
+        if not self.threshold_source.strip():
+            raise ConfigError(f"claim {self.id}: say where the threshold comes from (threshold_source)")
+
+    @property
+    def is_construction(self) -> bool:
+        return self.kind is Kind.CONSTRUCTION
 
     @property
     def settled_by_quick(self) -> bool:
@@ -293,3 +317,115 @@ def difference(first: str, second: str, plan: int = 0) -> Difference:
 
 def worst_identity(prefix: str) -> WorstIdentity:
     return WorstIdentity(prefix)
+
+
+@dataclass(frozen=True)
+class RelGap:
+    """``(first - second) / second`` of one run (its absolute value when ``absolute``)."""
+
+    first: str
+    second: str
+    absolute: bool = False
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        reference = evidence.value(self.second, self.plan)
+        if reference == 0:
+            raise MissingEvidence(f"{self.second} is 0: the relative gap is undefined")
+        gap = (evidence.value(self.first, self.plan) - reference) / reference
+        return abs(gap) if self.absolute else gap
+
+
+def _table(evidence: SeedEvidence, name: str, plan: int = 0) -> list[dict[str, str]]:
+    """The rows of ``name`` (e.g. ``ood.csv``) in the plan's run directory; a missing file is a MissingEvidence."""
+    path = Path(evidence.run_dirs[plan]) / name
+    if not path.is_file():
+        raise MissingEvidence(f"{path} is missing")
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@dataclass(frozen=True)
+class OodGap:
+    """Largest |L_trained - L_ref| / L_ref over the points of ``sweeps`` in the run's ``ood.csv``."""
+
+    reference: str = "gd"
+    sweeps: tuple[str, ...] = ("input_scale", "weight_scale")
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        losses: dict[tuple[str, str], dict[str, float]] = {}
+        for row in _table(evidence, "ood.csv", self.plan):
+            if row["sweep"] in self.sweeps:
+                losses.setdefault((row["sweep"], row["value"]), {})[row["model"]] = float(row["loss"])
+        gaps = [abs(p["trained"] - p[self.reference]) / p[self.reference] for p in losses.values()
+                if {"trained", self.reference} <= set(p)]
+        if not gaps:
+            raise MissingEvidence(f"ood.csv has no trained/{self.reference} rows for {', '.join(self.sweeps)}")
+        return max(gaps)
+
+
+def _depth_curves(evidence: SeedEvidence, damping: float, plan: int) -> dict[str, list[float]]:
+    """model -> mean test loss after n = 1, 2, ... applications at ``damping`` (``depth.csv``)."""
+    curves: dict[str, dict[int, float]] = {}
+    for row in _table(evidence, "depth.csv", plan):
+        if math.isclose(float(row["damping"]), damping):
+            curves.setdefault(row["model"], {})[int(row["applications"])] = float(row["loss"])
+    if not curves:
+        raise MissingEvidence(f"depth.csv has no rows at damping {damping}")
+    return {model: [by_n[n] for n in sorted(by_n)] for model, by_n in curves.items()}
+
+
+@dataclass(frozen=True)
+class RolloutGap:
+    """Largest |L_trained(n) - L_ref(n)| / L_ref(n) over n = 1..max applications at ``damping`` (``depth.csv``: the
+    trained layer applied n times with its update scaled by λ, the reference's step λη taken n times)."""
+
+    damping: float
+    reference: str = "gd"
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        curves = _depth_curves(evidence, self.damping, self.plan)
+        if not {"trained", self.reference} <= set(curves):
+            raise MissingEvidence(f"depth.csv has no trained/{self.reference} rows at damping {self.damping}")
+        gaps = [abs(t - r) / r if math.isfinite(t) and math.isfinite(r) else math.inf
+                for t, r in zip(curves["trained"], curves[self.reference])]
+        return max(gaps)
+
+
+@dataclass(frozen=True)
+class RolloutRise:
+    """The largest step-to-step relative change (L(n+1) - L(n)) / L(n) of ``models``' mean loss over n at
+    ``damping`` (``depth.csv``): below 0 when every application lowers every model's loss."""
+
+    damping: float
+    models: tuple[str, ...] = ("trained", "gd")
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        curves = _depth_curves(evidence, self.damping, self.plan)
+        missing = [m for m in self.models if m not in curves or len(curves[m]) < 2]
+        if missing:
+            raise MissingEvidence(f"depth.csv has no curve of {', '.join(missing)} at damping {self.damping}")
+        rises = [(b - a) / a if math.isfinite(a) and math.isfinite(b) else math.inf
+                 for m in self.models for a, b in zip(curves[m], curves[m][1:])]
+        return max(rises)
+
+
+@dataclass(frozen=True)
+class WorstDeviation:
+    """The largest |value_p - expected_p| / expected_p of metric ``key`` over plans p = 0, 1, ... (one expected
+    value per plan, e.g. numbers the paper lists for several set-ups)."""
+
+    key: str
+    expected: tuple[float, ...]
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        if len(evidence.metrics) < len(self.expected):
+            raise MissingEvidence(f"{len(self.expected)} plans expected, {len(evidence.metrics)} given")
+        return max(abs(evidence.value(self.key, p) - e) / abs(e) for p, e in enumerate(self.expected))
+
+
+def rel_gap(first: str, second: str, absolute: bool = False, plan: int = 0) -> RelGap:
+    return RelGap(first, second, absolute, plan)

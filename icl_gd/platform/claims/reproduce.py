@@ -17,22 +17,23 @@ from icl_gd.core.errors import ConfigError, ICLGDError
 from icl_gd.core.results import read_json, write_json
 from icl_gd.core.study import StudyRegistry
 from icl_gd.platform.claims.model import VERIFY_STUDY, Claim, ClaimResult, RunPlan, SeedEvidence, Verdict, evaluate_claim
-from icl_gd.platform.claims.registry import CLAIMS
+from icl_gd.platform.claims.registry import ALL_CHECKS
 
 VERIFY_DIR = "verify"
 Checks = Callable[[], Iterable[Any]]  # the construction identities (``constructions.verify.all_checks``)
 
 
 def select_claims(only: Sequence[str] | None = None) -> tuple[Claim, ...]:
-    """The claims named in ``only`` (all when empty), in registry order; an unknown id is a ConfigError."""
+    """The claims and construction checks named in ``only`` (all when empty), in registry order (claims first); an
+    unknown id is a ConfigError."""
     if not only:
-        return CLAIMS
-    known = {c.id: c for c in CLAIMS}
+        return ALL_CHECKS
+    known = {c.id: c for c in ALL_CHECKS}
     unknown = [i for i in only if i not in known]
     if unknown:
         raise ConfigError(f"--only: unknown claim {unknown[0]!r}; known claims: {', '.join(known)}")
     wanted = set(only)
-    return tuple(c for c in CLAIMS if c.id in wanted)
+    return tuple(c for c in ALL_CHECKS if c.id in wanted)
 
 
 def seed_specs(plan: RunPlan, quick: bool) -> list:
