@@ -1,0 +1,101 @@
+"""Every claim's statistic against what its study really writes: each distinct (study, preset, overrides) that a
+claim's full or --quick plan runs is run once at a tiny budget, and every claim computes its statistic from that run
+without MissingEvidence. A typo in a metric key, a renamed metric or a table a study stops writing fails here, not in
+a report hours later.
+
+Plans that differ only in budget keys (steps, test-set sizes, ...) or in sizes that do not change which metrics a
+study writes (``n_context``, ``layers`` of a stack of the same kind) share one tiny run.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from icl_gd.core.errors import ICLGDError
+from icl_gd.platform.claims import ALL_CHECKS, Claim, SeedEvidence
+from icl_gd.platform.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
+from icl_gd.core.results import read_json
+
+BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype",
+          "train_examples"}
+SIZES = {"n_context", "layers"}
+_REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6")
+TINY = {
+    "single-layer": (*_REGRESSION, "n_ood=32", "max_applications=3", "interpolation_points=3"),
+    "multi-layer": (*_REGRESSION, "n_ood=32", "max_applications=3"),
+    "sine": _REGRESSION,
+    "separate-tokens": (*_REGRESSION, "n_copy=16"),
+    "softmax-heads": _REGRESSION,
+    "dual-form": ("dataset=digits", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10"),
+    "dual-form-lm": ("max_train_tokens=3000", "max_eval_tokens=1000", "epochs=1", "n_queries=8", "n_passages=1"),
+}
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].split(".")[-1]
+
+
+def _group(plan: RunPlan, quick: bool) -> tuple:
+    kept = tuple(o for o in plan.run_overrides(quick) if _key(o) not in BUDGET | SIZES)
+    return plan.study, plan.run_preset(quick), kept
+
+
+def _groups() -> dict[tuple, tuple[RunPlan, bool, list[tuple[Claim, int]]]]:
+    """group -> (the first plan that needs it, quick?, [(claim, plan index)] whose statistic reads it)."""
+    groups: dict[tuple, tuple[RunPlan, bool, list[tuple[Claim, int]]]] = {}
+    for claim in ALL_CHECKS:
+        for index, plan in enumerate(claim.runs):
+            if plan.study == VERIFY_STUDY:
+                continue
+            for quick in (False, True):
+                groups.setdefault(_group(plan, quick), (plan, quick, []))[2].append((claim, index))
+    return groups
+
+
+GROUPS = _groups()
+
+
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """group -> the tiny run's directory (or the reason it could not run here)."""
+    from icl_gd.studies import run
+
+    out, runs = tmp_path_factory.mktemp("tiny"), {}
+    for i, (group, (plan, quick, _)) in enumerate(GROUPS.items()):
+        overrides = [o for o in plan.run_overrides(quick) if _key(o) not in BUDGET] + list(TINY[plan.study])
+        try:
+            runs[group] = run(plan.study, out / f"run{i}", preset=plan.run_preset(quick), overrides=overrides,
+                              seeds=1, threads=1).path
+        except ICLGDError as exc:  # e.g. Fashion-MNIST is not installed: say so instead of failing
+            runs[group] = f"{type(exc).__name__}: {exc}"
+    return runs
+
+
+@pytest.mark.parametrize("group", list(GROUPS), ids=lambda g: " ".join((g[0], g[1], *g[2])))
+def test_every_claim_computes_its_statistic_from_its_study_run(tiny_runs, group):
+    run_dir = tiny_runs[group]
+    if isinstance(run_dir, str):
+        pytest.skip(f"the tiny run could not start here: {run_dir}")
+    metrics = read_json(run_dir / "metrics.json")["mean"]
+    for claim, index in GROUPS[group][2]:
+        # the claim's other plans (e.g. γ at several N) read the same tiny run: this group's keys are what is tested
+        evidence = SeedEvidence(tuple(metrics for _ in claim.runs), tuple(run_dir for _ in claim.runs))
+        try:
+            value = claim.statistic(evidence)
+        except MissingEvidence as exc:
+            pytest.fail(f"{claim.id} (plan {index}, {' '.join(group[2])}): {exc}")
+        assert isinstance(value, float), claim.id
+
+
+def test_a_typo_in_a_metric_key_fails(tiny_runs):
+    """The check above is not vacuous: a claim reading a key its study does not write is caught."""
+    from dataclasses import replace
+
+    from icl_gd.platform.claims.model import metric
+
+    group = next(g for g in GROUPS if g[0] == "single-layer")
+    claim = next(c for c, _ in GROUPS[group][2] if c.id == "vo-single-loss")
+    typo = replace(claim, statistic=metric("loss_rel_gap_trained_vs_gd_typo"))
+    metrics = read_json(tiny_runs[group] / "metrics.json")["mean"]
+    with pytest.raises(MissingEvidence):
+        typo.statistic(SeedEvidence((metrics,), (tiny_runs[group],)))
