@@ -16,7 +16,7 @@ from icl_gd.platform.claims import ALL_CHECKS, Claim, SeedEvidence
 from icl_gd.platform.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
 from icl_gd.core.results import read_json
 
-BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype",
+BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",
           "train_examples"}
 SIZES = {"n_context", "layers"}
 _REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6")
@@ -26,7 +26,7 @@ TINY = {
     "sine": _REGRESSION,
     "separate-tokens": (*_REGRESSION, "n_copy=16"),
     "softmax-heads": _REGRESSION,
-    "dual-form": ("dataset=digits", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10"),
+    "dual-form": ("dataset=digits", "second_task=permuted", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10"),
     "dual-form-lm": ("max_train_tokens=3000", "max_eval_tokens=1000", "epochs=1", "n_queries=8", "n_passages=1"),
 }
 
