@@ -91,7 +91,7 @@ def test_a_typo_in_a_metric_key_fails(tiny_runs):
     """The check above is not vacuous: a claim reading a key its study does not write is caught."""
     from dataclasses import replace
 
-    from icl_gd.platform.claims.model import metric
+    from icl_gd.platform.claims.statistics import metric
 
     group = next(g for g in GROUPS if g[0] == "single-layer")
     claim = next(c for c, _ in GROUPS[group][2] if c.id == "vo-single-loss")

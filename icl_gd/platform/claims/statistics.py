@@ -1,0 +1,211 @@
+"""A claim's per-seed statistics: small frozen dataclasses (not closures), so a report, a test or a reader can see
+what each one reads from a seed's runs (``SeedEvidence``: ``metrics.json`` means and run directories)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from icl_gd.platform.claims.model import MissingEvidence, SeedEvidence
+
+# Statistics are small frozen dataclasses (not closures) so a report, a test or a reader can see what they read.
+@dataclass(frozen=True)
+class Metric:
+    """Metric ``key`` of plan ``plan`` (its absolute value when ``absolute``)."""
+
+    key: str
+    plan: int = 0
+    absolute: bool = False
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        value = evidence.value(self.key, self.plan)
+        return abs(value) if self.absolute else value
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``numerator / min(denominators)``: how small a quantity is against the smallest of its controls."""
+
+    log_scale: ClassVar[bool] = True  # positive and skewed: seeds are summarised geometrically
+    numerator: str
+    denominators: tuple[str, ...]
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        below = min(evidence.value(k, self.plan) for k in self.denominators)
+        if below == 0:
+            raise MissingEvidence(f"{'/'.join(self.denominators)} is 0: the ratio is undefined")
+        return evidence.value(self.numerator, self.plan) / below
+
+
+@dataclass(frozen=True)
+class Difference:
+    """``first - second`` of one run."""
+
+    first: str
+    second: str
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        return evidence.value(self.first, self.plan) - evidence.value(self.second, self.plan)
+
+
+@dataclass(frozen=True)
+class Least:
+    """The smallest of several statistics of one run (e.g. a quantity in every layer: it holds where the worst
+    layer's does)."""
+
+    parts: tuple[Callable[[SeedEvidence], float], ...]
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        return min(part(evidence) for part in self.parts)
+
+
+@dataclass(frozen=True)
+class WorstIdentity:
+    """The largest relative error / tolerance over every `icl-gd verify` identity whose name starts with
+    ``prefix`` (< 1 means every one of them holds within its tolerance)."""
+
+    prefix: str
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        checks = {k: v for k, v in evidence.metrics[0].items() if k.startswith(self.prefix)}
+        if not checks:
+            raise MissingEvidence(f"no identity check named {self.prefix!r}...")
+        return max(float(v["max_rel_error"]) / float(v["tolerance"]) for v in checks.values())
+
+
+def metric(key: str, plan: int = 0, absolute: bool = False) -> Metric:
+    return Metric(key, plan, absolute)
+
+
+def ratio(numerator: str, *denominators: str, plan: int = 0) -> Ratio:
+    return Ratio(numerator, denominators, plan)
+
+
+def difference(first: str, second: str, plan: int = 0) -> Difference:
+    return Difference(first, second, plan)
+
+
+def least(*parts: Callable[[SeedEvidence], float]) -> Least:
+    return Least(parts)
+
+
+def worst_identity(prefix: str) -> WorstIdentity:
+    return WorstIdentity(prefix)
+
+
+@dataclass(frozen=True)
+class RelGap:
+    """``(first - second) / second`` of one run (its absolute value when ``absolute``)."""
+
+    first: str
+    second: str
+    absolute: bool = False
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        reference = evidence.value(self.second, self.plan)
+        if reference == 0:
+            raise MissingEvidence(f"{self.second} is 0: the relative gap is undefined")
+        gap = (evidence.value(self.first, self.plan) - reference) / reference
+        return abs(gap) if self.absolute else gap
+
+
+def _table(evidence: SeedEvidence, name: str, plan: int = 0) -> list[dict[str, str]]:
+    """The rows of ``name`` (e.g. ``ood.csv``) in the plan's run directory; a missing file is a MissingEvidence."""
+    path = Path(evidence.run_dirs[plan]) / name
+    if not path.is_file():
+        raise MissingEvidence(f"{path} is missing")
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+@dataclass(frozen=True)
+class OodGap:
+    """Largest |L_trained - L_ref| / L_ref over the points of ``sweeps`` in the run's ``ood.csv``."""
+
+    reference: str = "gd"
+    sweeps: tuple[str, ...] = ("input_scale", "weight_scale")
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        losses: dict[tuple[str, str], dict[str, float]] = {}
+        for row in _table(evidence, "ood.csv", self.plan):
+            if row["sweep"] in self.sweeps:
+                losses.setdefault((row["sweep"], row["value"]), {})[row["model"]] = float(row["loss"])
+        gaps = [abs(p["trained"] - p[self.reference]) / p[self.reference] for p in losses.values()
+                if {"trained", self.reference} <= set(p)]
+        if not gaps:
+            raise MissingEvidence(f"ood.csv has no trained/{self.reference} rows for {', '.join(self.sweeps)}")
+        return max(gaps)
+
+
+def _depth_curves(evidence: SeedEvidence, damping: float, plan: int) -> dict[str, list[float]]:
+    """model -> mean test loss after n = 1, 2, ... applications at ``damping`` (``depth.csv``)."""
+    curves: dict[str, dict[int, float]] = {}
+    for row in _table(evidence, "depth.csv", plan):
+        if math.isclose(float(row["damping"]), damping):
+            curves.setdefault(row["model"], {})[int(row["applications"])] = float(row["loss"])
+    if not curves:
+        raise MissingEvidence(f"depth.csv has no rows at damping {damping}")
+    return {model: [by_n[n] for n in sorted(by_n)] for model, by_n in curves.items()}
+
+
+@dataclass(frozen=True)
+class RolloutGap:
+    """Largest |L_trained(n) - L_ref(n)| / L_ref(n) over n = 1..max applications at ``damping`` (``depth.csv``: the
+    trained layer applied n times with its update scaled by λ, the reference's step λη taken n times)."""
+
+    damping: float
+    reference: str = "gd"
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        curves = _depth_curves(evidence, self.damping, self.plan)
+        if not {"trained", self.reference} <= set(curves):
+            raise MissingEvidence(f"depth.csv has no trained/{self.reference} rows at damping {self.damping}")
+        gaps = [abs(t - r) / r if math.isfinite(t) and math.isfinite(r) else math.inf
+                for t, r in zip(curves["trained"], curves[self.reference])]
+        return max(gaps)
+
+
+@dataclass(frozen=True)
+class RolloutRise:
+    """The largest step-to-step relative change (L(n+1) - L(n)) / L(n) of ``models``' mean loss over n at
+    ``damping`` (``depth.csv``): below 0 when every application lowers every model's loss."""
+
+    damping: float
+    models: tuple[str, ...] = ("trained", "gd")
+    plan: int = 0
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        curves = _depth_curves(evidence, self.damping, self.plan)
+        missing = [m for m in self.models if m not in curves or len(curves[m]) < 2]
+        if missing:
+            raise MissingEvidence(f"depth.csv has no curve of {', '.join(missing)} at damping {self.damping}")
+        rises = [(b - a) / a if math.isfinite(a) and math.isfinite(b) else math.inf
+                 for m in self.models for a, b in zip(curves[m], curves[m][1:])]
+        return max(rises)
+
+
+@dataclass(frozen=True)
+class WorstDeviation:
+    """The largest |value_p - expected_p| / expected_p of metric ``key`` over plans p = 0, 1, ... (one expected
+    value per plan, e.g. numbers the paper lists for several set-ups)."""
+
+    key: str
+    expected: tuple[float, ...]
+
+    def __call__(self, evidence: SeedEvidence) -> float:
+        if len(evidence.metrics) < len(self.expected):
+            raise MissingEvidence(f"{len(self.expected)} plans expected, {len(evidence.metrics)} given")
+        return max(abs(evidence.value(self.key, p) - e) / abs(e) for p, e in enumerate(self.expected))
+
+
+def rel_gap(first: str, second: str, absolute: bool = False, plan: int = 0) -> RelGap:
+    return RelGap(first, second, absolute, plan)
