@@ -12,8 +12,9 @@ import pytest
 
 from icl_gd.platform.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
                                    Verdict, decide, evaluate_claim)
-from icl_gd.platform.claims.model import (Difference, Metric, OodGap, Ratio, RelGap, RolloutGap, RolloutRise, RunPlan,
-                                          WorstDeviation, WorstIdentity)
+from icl_gd.platform.claims.model import RunPlan
+from icl_gd.platform.claims.statistics import (Difference, Metric, OodGap, Ratio, RelGap, RolloutGap, RolloutRise,
+                                               WorstDeviation, WorstIdentity)
 from icl_gd.platform.claims.registry import VERIFY_STUDY
 from icl_gd.platform.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError

@@ -10,9 +10,9 @@ that cannot settle an empirical claim (``quick_decisive=False``): they show the 
 from __future__ import annotations
 
 from icl_gd.platform.departures import IRIE, VON_OSWALD
-from icl_gd.platform.claims.model import (VERIFY_STUDY, Claim, Direction, Kind, OodGap, RolloutGap, RolloutRise,
-                                          RunPlan, WorstDeviation, difference, metric, ratio, rel_gap,
-                                          worst_identity)
+from icl_gd.platform.claims.model import VERIFY_STUDY, Claim, Direction, Kind, RunPlan
+from icl_gd.platform.claims.statistics import (OodGap, RolloutGap, RolloutRise, WorstDeviation, difference, metric,
+                                               ratio, rel_gap, worst_identity)
 
 # ---------------------------------------------------------------------------------------------------- run plans
 # One plan per distinct run set: claims that share a plan share its runs (planned once). The estimates are wall
