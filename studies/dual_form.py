@@ -14,6 +14,12 @@ stored in float64 for digits and float32 otherwise, so the error is round-off of
 are scored against every stored key (``icl_gd.dual.analysis``). Headline metrics in ``metrics.json`` ``mean`` come
 from the first listed setting (votes averaged over the three layers; ``verify_max_rel_error`` is the maximum over
 every setting, layer and seed); every setting's metrics are also there under ``<setting>.<metric>``.
+
+The authors' Table 1 (their ``paper/ff_as_attention/print_predictive_power.py``) is ``table1.csv`` (setting, layer,
+split, value, seed) and ``<setting>.table1.<layer>.<split>`` per seed: among correctly classified test queries how
+often a layer's vote matches the output, among misclassified ones how often it matches the output and the target.
+``continual.restrict_phase1.<layer>.task<i>_accuracy`` is the counterfactual of their text: that layer's attention
+restricted to the first phase's keys, the other layers as trained (``all``: every layer restricted).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from icl_gd.core.checkpoints import config_fingerprint
 from icl_gd.core.config import require_non_negative, require_positive_ints, setting
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
-from icl_gd.dual.analysis import Analysis, AnalysisConfig, headline, verification_table, vote_table
+from icl_gd.dual.analysis import (Analysis, AnalysisConfig, headline, table1_rows, verification_table,
+                                  vote_table)
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.figures import setting_figures, summary_figures
 from icl_gd.dual.runs import run_setting
@@ -67,6 +74,7 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
             run.record(seed, {f"{name}.{k}": v for k, v in metrics.items()})
             run.add_rows("curves", result.curves)
             run.add_rows("removal", result.analysis.removal_rows, seed=seed)
+            run.add_rows("table1", table1_rows(name, result.analysis.metrics), seed=seed)
             analyses[name].append(result.analysis)
         run.record(seed, headline(run.per_seed[seed], config.settings))
     run.add_rows("vote_accuracy", vote_table(analyses))

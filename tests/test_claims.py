@@ -13,8 +13,8 @@ import pytest
 from icl_gd.platform.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
                                    Verdict, decide, evaluate_claim)
 from icl_gd.platform.claims.model import RunPlan
-from icl_gd.platform.claims.statistics import (Difference, Metric, OodGap, Ratio, RelGap, RolloutGap, RolloutRise,
-                                               WorstDeviation, WorstIdentity)
+from icl_gd.platform.claims.statistics import (Difference, Least, Metric, OodGap, Ratio, RelGap, RolloutGap,
+                                               RolloutRise, WorstDeviation, WorstIdentity)
 from icl_gd.platform.claims.registry import VERIFY_STUDY
 from icl_gd.platform.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
@@ -49,6 +49,16 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
     elif isinstance(stat, Difference):
         _put(mean, stat.first, value + 0.25)
         _put(mean, stat.second, 0.25)
+    elif isinstance(stat, Least):  # the last part is value, the others above it
+        for i, part in enumerate(stat.parts):
+            v = value if i == len(stat.parts) - 1 else value + 1.0 + i
+            if isinstance(part, Metric):
+                _put(mean, part.key, v)
+            elif isinstance(part, Difference):
+                _put(mean, part.first, v + 0.25)
+                _put(mean, part.second, 0.25)
+            else:
+                raise AssertionError(f"{claim.id}: no synthetic builder for a Least of {part!r}")
     elif isinstance(stat, WorstIdentity):
         mean = {f"{stat.prefix} synthetic identity": {"max_rel_error": value * 1e-12, "tolerance": 1e-12},
                 f"{stat.prefix} a second one": {"max_rel_error": 0.0, "tolerance": 1e-12},

@@ -2,8 +2,11 @@
 
 For each recorded layer: the dual form is verified against the trained weights, then test queries are scored
 against every stored key (``queries.score_queries``): attention per training class and per (task, epoch), the
-vote (the training class with most attention) against the prediction and the label, the spread of attention
-(effective keys), and the effect of removing a task's or an epoch's keys from all three layers at once. A few
+vote (the training class with most attention) against the prediction and the label, split as the authors' Table 1
+(``table1_split``), the attention per key of each task (each phase of ``continual``), the spread of attention
+(effective keys), the effect of removing a task's or an epoch's keys from all three layers at once, and for
+``continual`` the authors' counterfactual: each layer restricted to the first phase's keys (``restricted_accuracies``).
+A few
 figure queries also get the authors' "spotlight" views (``spotlights``): the largest scores of each (task, class)
 sorted, the attention mass on each of the last training steps, and the training images with most attention.
 ``vote_table``/``verification_table`` summarise many runs.
@@ -21,9 +24,9 @@ from threadpoolctl import threadpool_limits
 
 from icl_gd.core import stats
 from icl_gd.core.config import check_settings, positive_int, setting
-from icl_gd.dual.classifier import ClassificationTask
+from icl_gd.dual.classifier import ClassificationTask, accuracy
 from icl_gd.dual.queries import layer_queries, readonly_tensor, score_queries, vote, vote_agreement
-from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
+from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
 from icl_gd.dual.settings import TrainedSetting
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.training import LAYERS
@@ -37,6 +40,10 @@ SPLIT_VOTE_COLUMNS = ("vote_agrees_with_label_correct", "vote_agrees_with_label_
                       "vote_agrees_with_prediction_misclassified")
 VERIFY_COLUMNS = ("weight_max_abs_error", "weight_max_rel_error", "output_max_abs_error", "output_max_rel_error")
 HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label")
+# Their Table 1 (paper/ff_as_attention/print_predictive_power.py): per layer, among correctly classified queries how
+# often the vote matches the output (= the target), among misclassified ones how often it matches the (wrong) output
+# and how often the target.
+TABLE1_SPLITS = ("correct", "misclassified_output", "misclassified_target")
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,12 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
         s = score_queries(layer, q, r, k=config.top_k, on_block=spot.add, **scoring)
         spots.append(spot.spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
+        split = table1_split(votes[-1], pred, queries.y)
+        metrics.update({f"table1.{name}.{key}": split[key] for key in TABLE1_SPLITS})
+        if len(trained.tasks) > 1:
+            metrics.update({f"{name}.{k}": v for k, v in attention_per_key(
+                s.attention_by_task, s.attention_total, spot.units_per_task(len(tasks)),
+                [t.index for t in trained.tasks]).items()})
         agree_pred, agree_label = vote_agreement(s.attention_by_class, pred, queries.y)
         metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
         metrics[f"{name}.vote_agrees_with_label"] = agree_label
@@ -145,6 +158,10 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
         epoch_attention.append(np.mean(s.attention_by_task_epoch / s.attention_total[:, None, None], axis=0))
     for key in ("vote_agrees_with_prediction", "vote_agrees_with_label"):
         metrics[key] = float(np.mean([metrics[f"{name}.{key}"] for name in LAYERS]))
+    correct = pred == queries.y
+    metrics["table1.n_correct"], metrics["table1.n_misclassified"] = float(correct.sum()), float((~correct).sum())
+    if trained.setting == "continual":
+        metrics.update(restricted_accuracies(trained, layers, trained.phase_starts[1], "restrict_phase1"))
     removal_rows = removals(trained, layers, xq, pred, queries) if config.removals else []
     metrics.update({f"removal.{row['removed']}.changed_fraction": row["changed_fraction"] for row in removal_rows})
     return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
@@ -166,6 +183,10 @@ class SpotlightScores:
         self.parts["score"].append((readonly_tensor(block.key) @ self.q.T).add_(self.offset).abs_().numpy())
         for field in ("task", "label", "step", "example"):
             self.parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
+
+    def units_per_task(self, n_tasks: int) -> np.ndarray:
+        """How many units (keys) of each task were scored, ``(n_tasks,)``."""
+        return np.bincount(np.concatenate(self.parts["task"]), minlength=n_tasks)
 
     def spotlight(self, config: AnalysisConfig, n_tasks: int, n_classes: int, n_examples: int) -> Spotlight:
         return _spotlight(self.layer, *(np.concatenate(self.parts[f]) for f in ("score", "task", "label", "step",
@@ -229,6 +250,55 @@ def removals(trained: TrainedSetting, layers: Sequence[DualLayer], xq: torch.Ten
     return rows
 
 
+def table1_split(votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Their Table 1 for one layer (``TABLE1_SPLITS``): the share of correctly classified queries whose vote matches
+    the output, of misclassified ones whose vote matches the (wrong) output, and of misclassified ones whose vote
+    matches the target; all ``(nq,)``. NaN where a split has no query (their script divides by the same empty
+    column)."""
+    correct = predictions == labels
+
+    def share(hit: np.ndarray, among: np.ndarray) -> float:
+        return float(np.mean(hit[among])) if among.any() else float("nan")
+
+    return {"correct": share(votes == predictions, correct),
+            "misclassified_output": share(votes == predictions, ~correct),
+            "misclassified_target": share(votes == labels, ~correct)}
+
+
+def table1_rows(setting: str, metrics: Mapping[str, float]) -> list[dict]:
+    """One run's Table 1 as tidy rows (setting, layer, split, value, queries in the split) from its metrics."""
+    n = {"correct": metrics["table1.n_correct"], "misclassified_output": metrics["table1.n_misclassified"],
+         "misclassified_target": metrics["table1.n_misclassified"]}
+    return [{"setting": setting, "layer": name, "split": key, "value": metrics[f"table1.{name}.{key}"],
+             "n_queries": n[key]} for name in LAYERS for key in TABLE1_SPLITS]
+
+
+def attention_per_key(attention_by_task: np.ndarray, attention_total: np.ndarray, units: np.ndarray,
+                      task_ids: Sequence[int]) -> dict[str, float]:
+    """Ours: attention per key of each task (each phase of ``continual``) relative to uniform attention, mean over
+    queries: (Σ_{u∈t} |a_u| / n_t) / (Σ_u |a_u| / n), 1 when a task's keys get their share by count. From
+    ``attention_by_task (nq, T)``, ``attention_total (nq,)`` and the units of each task ``(T,)``."""
+    n = units.sum()
+    return {f"attention_per_key_task{t}": float(np.mean(attention_by_task[:, t] / units[t]
+                                                        / (attention_total / n)))
+            for t in task_ids if units[t] > 0}
+
+
+def restricted_accuracies(trained: TrainedSetting, layers: Sequence[DualLayer], stop: int,
+                          prefix: str) -> dict[str, float]:
+    """The counterfactual of the authors' continual setting: one layer's attention restricted to the keys of steps
+    before ``stop`` (the units of later steps subtracted, ``restriction_delta``), the other layers as trained; then
+    all three at once (``all``). Each trained task's test accuracy (whole test set), as
+    ``{prefix}.{layer or all}.task<i>_accuracy``. ``stop`` = the number of steps keeps every key (the trained model);
+    0 keeps none (the initial weights, times weight decay's shrinkage)."""
+    deltas = [(module, *restriction_delta(layer, stop)) for module, layer in zip(trained.model.layers, layers)]
+    out = {}
+    for name, chosen in [*((n, [d]) for n, d in zip(LAYERS, deltas)), ("all", deltas)]:
+        with keys_removed(chosen):
+            out.update({f"{prefix}.{name}.task{t.index}_accuracy": accuracy(trained.model, t) for t in trained.tasks})
+    return out
+
+
 def headline(metrics: Mapping[str, float], settings: Sequence[str]) -> dict[str, float]:
     """The headline metrics of one seed from its ``<setting>.<metric>`` metrics: the first setting's accuracy and
     votes, and the largest verification error of any setting."""
@@ -242,14 +312,10 @@ def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
     label; among misclassified ones, the label and the (wrong) prediction. NaN where a split has no query, with
     the split's size beside it."""
     correct = analysis.query_prediction == analysis.query_label
-    vote_ = analysis.votes[layer]
-
-    def share(hit: np.ndarray, among: np.ndarray) -> float:
-        return float(np.mean(hit[among])) if among.any() else float("nan")
-
-    return {"vote_agrees_with_label_correct": share(vote_ == analysis.query_label, correct),
-            "vote_agrees_with_label_misclassified": share(vote_ == analysis.query_label, ~correct),
-            "vote_agrees_with_prediction_misclassified": share(vote_ == analysis.query_prediction, ~correct),
+    split = table1_split(analysis.votes[layer], analysis.query_prediction, analysis.query_label)
+    return {"vote_agrees_with_label_correct": split["correct"],
+            "vote_agrees_with_label_misclassified": split["misclassified_target"],
+            "vote_agrees_with_prediction_misclassified": split["misclassified_output"],
             "n_correct": float(correct.sum()), "n_misclassified": float((~correct).sum())}
 
 

@@ -52,6 +52,12 @@ def removal_delta(layer: DualLayer, selection: UnitSelection, block_rows: int = 
     return dW, db
 
 
+def restriction_delta(layer: DualLayer, stop: int, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
+    """What the units of steps ``stop`` onwards added: subtracting it restricts the layer's attention to the keys of
+    the steps before ``stop`` (``stop=0``: no key, the initial weights; ``stop=n_steps``: every key, ΔW = 0)."""
+    return removal_delta(layer, UnitSelection(steps=(stop, max(stop, layer.n_steps))), block_rows)
+
+
 @contextmanager
 def keys_removed(removals: Sequence[tuple[nn.Linear, np.ndarray, np.ndarray | None]]) -> Iterator[None]:
     """Within the block, each module's weights lack the given (ΔW, Δb); restored exactly afterwards."""

@@ -1,0 +1,110 @@
+"""Irie et al.'s Table 1 split (their print_predictive_power.py), attention per key of each phase, and the continual
+counterfactual: a layer's attention restricted to the first phase's keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, analyse, attention_per_key, restricted_accuracies,
+                                  table1_rows, table1_split)
+from icl_gd.dual.classifier import TaskPairConfig, accuracy
+from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
+from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
+from icl_gd.dual.storage import open_memory
+from icl_gd.dual.training import LAYERS
+from icl_gd.dual.units import dual_layer
+
+TASKS = TaskPairConfig(dataset="digits", train_examples=50).build()
+# weight decay on: restricting to no key must then give the initial weights times decay's shrinkage, not W_0
+TINY = ClassifierTrainingConfig(hidden=8, epochs=2, steps=None, batch_size=25, weight_decay=1e-3)
+
+
+def test_table1_split_counts_as_their_match_tracker():
+    # 4 correct queries (votes right on 3), 4 misclassified: vote = wrong output on 2, = target on 1, neither on 1
+    labels = np.array([0, 1, 2, 3, 4, 5, 6, 7])
+    preds = np.array([0, 1, 2, 3, 9, 9, 9, 9])
+    votes = np.array([0, 1, 2, 8, 9, 9, 6, 1])
+    split = table1_split(votes, preds, labels)
+    assert split == {"correct": 0.75, "misclassified_output": 0.5, "misclassified_target": 0.25}
+
+
+def test_table1_split_is_nan_for_an_empty_split():
+    labels = np.arange(3)
+    split = table1_split(labels.copy(), labels.copy(), labels)
+    assert split["correct"] == 1.0
+    assert np.isnan(split["misclassified_output"]) and np.isnan(split["misclassified_target"])
+
+
+def test_attention_per_key_is_one_for_attention_by_count_and_scales_with_it():
+    units = np.array([30, 10])
+    by_task = np.array([[3.0, 1.0], [6.0, 6.0]])  # query 0 attends by count; query 1 gives task 1 3x its share
+    out = attention_per_key(by_task, by_task.sum(1), units, [0, 1])
+    np.testing.assert_allclose(out["attention_per_key_task0"], np.mean([1.0, (6 / 30) / (12 / 40)]))
+    np.testing.assert_allclose(out["attention_per_key_task1"], np.mean([1.0, (6 / 10) / (12 / 40)]))
+
+
+@pytest.fixture(scope="module")
+def continual(tmp_path_factory):
+    memory = tmp_path_factory.mktemp("continual")
+    trained = train_setting(TINY, "continual", TASKS, seed=0, memory=memory, device=torch.device("cpu"))
+    store = open_memory(trained.memory)
+    return trained, [dual_layer(store[name]) for name in LAYERS]
+
+
+def test_restricting_to_every_key_is_the_trained_model(continual):
+    trained, layers = continual
+    n_steps = layers[0].n_steps
+    out = restricted_accuracies(trained, layers, n_steps, "r")
+    for t in trained.tasks:
+        full = accuracy(trained.model, t)
+        assert all(out[f"r.{name}.task{t.index}_accuracy"] == full for name in (*LAYERS, "all"))
+
+
+def test_restricting_to_no_key_is_the_initial_weights(continual):
+    trained, layers = continual
+    for module, layer in zip(trained.model.layers, layers):
+        dW, db = restriction_delta(layer, 0)
+        with keys_removed([(module, dW, db)]):
+            np.testing.assert_allclose(module.weight.detach().numpy(), layer.initial_scale_w * layer.initial_weight,
+                                       rtol=0, atol=1e-10)
+            np.testing.assert_allclose(module.bias.detach().numpy(), layer.initial_scale_b * layer.initial_bias,
+                                       rtol=0, atol=1e-10)
+            restricted = accuracy(trained.model, trained.tasks[0])
+        assert layer.initial_scale_w < 1  # weight decay shrank W_0: the restriction is not plain W_0
+        saved = module.weight.detach().clone(), module.bias.detach().clone()
+        with torch.no_grad():  # the same model with this layer at the (shrunk) initial weights, set directly
+            module.weight.copy_(torch.as_tensor(layer.initial_scale_w * layer.initial_weight))
+            module.bias.copy_(torch.as_tensor(layer.initial_scale_b * layer.initial_bias))
+        try:
+            assert accuracy(trained.model, trained.tasks[0]) == restricted
+        finally:
+            with torch.no_grad():
+                module.weight.copy_(saved[0])
+                module.bias.copy_(saved[1])
+
+
+def test_first_phase_keys_are_task0s_keys_in_continual(continual):
+    trained, layers = continual
+    for layer in layers:
+        by_step = restriction_delta(layer, trained.phase_starts[1])
+        by_task = removal_delta(layer, UnitSelection(tasks=(1,)))
+        np.testing.assert_allclose(by_step[0], by_task[0], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(by_step[1], by_task[1], rtol=0, atol=1e-12)
+
+
+def test_analyse_writes_table1_and_the_counterfactual(continual):
+    trained, _ = continual
+    analysis = analyse(AnalysisConfig(n_queries=40, removals=False), trained, TASKS)
+    m = analysis.metrics
+    for name in LAYERS:
+        split = table1_split(analysis.votes[LAYERS.index(name)], analysis.query_prediction, analysis.query_label)
+        for key in TABLE1_SPLITS:
+            np.testing.assert_equal(m[f"table1.{name}.{key}"], split[key])
+        assert {f"{name}.attention_per_key_task0", f"{name}.attention_per_key_task1"} <= set(m)
+    assert m["table1.n_correct"] + m["table1.n_misclassified"] == 80
+    for name in (*LAYERS, "all"):
+        assert 0 <= m[f"restrict_phase1.{name}.task0_accuracy"] <= 1
+    rows = table1_rows("continual", m)
+    assert len(rows) == 9 and {r["split"] for r in rows} == set(TABLE1_SPLITS)
