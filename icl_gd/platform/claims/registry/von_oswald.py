@@ -1,124 +1,20 @@
-"""Every claim of both papers that icl-gd checks, as declared objects (``CLAIMS``), and the construction checks
-(``CONSTRUCTION_CHECKS``: identities of icl-gd's own code, reported in a table of their own, not counted as claims).
-
-Each claim names its place in the paper (von Oswald et al.: arXiv 2212.07677v2, 31 May 2023), quotes the sentence it
-tests, and says where its threshold comes from: a number the paper gives, or a stated rule of ours (``_RULES``),
-fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets are cheaper runs of the same studies
-that cannot settle an empirical claim (``quick_decisive=False``): they show the value, never a verdict.
-"""
+"""von Oswald et al. (arXiv 2212.07677v2, 31 May 2023): the claims icl-gd checks, each quoted and located."""
 
 from __future__ import annotations
 
-from icl_gd.platform.departures import IRIE, VON_OSWALD
-from icl_gd.platform.claims.model import VERIFY_STUDY, Claim, Direction, Kind, RunPlan
-from icl_gd.platform.claims.statistics import (OodGap, RolloutGap, RolloutRise, WorstDeviation, difference, least,
-                                               metric, ratio, rel_gap, worst_identity)
+from icl_gd.platform.departures import VON_OSWALD
+from icl_gd.platform.claims.model import Claim, Direction, Kind
+from icl_gd.platform.claims.statistics import (OodGap, RolloutGap, RolloutRise, WorstDeviation, difference, metric,
+                                               ratio, rel_gap)
+from icl_gd.platform.claims.registry.plans import (LAYERNORM_1, RECURRENT_2, RECURRENT_2_AT_N, RECURRENT_3, RECURRENT_10,
+                                                   SEPARATE_5, SEPARATE_TOKENS, SINE, SINGLE_LAYER, SOFTMAX_HEADS)
+from icl_gd.platform.claims.registry.rules import RULES as _RULES
 
-# ---------------------------------------------------------------------------------------------------- run plans
-# One plan per distinct run set: claims that share a plan share its runs (planned once). The estimates are wall
-# seconds per seed measured with icl-gd 0.3.0 on this project's 2-core machine (one thread per run, two runs at a
-# time, load 2-6 from other work): the --quick and the short full runs in one reproduce call each; sine, separate-
-# tokens and dual-form paper runs from single runs at load 5-10, deep separate from its first 2000 steps at load 3
-# (about 1000 steps a minute, two at a time); sine: the paper preset's two 20 000-step trainings took 23 min at
-# load 1-2).
-VERIFY = RunPlan(VERIFY_STUDY, estimate_s=5, quick_estimate_s=5)
-_QUICK_REGRESSION = ("n_test=2048", "n_tune=4096", "eval_every=500")
-SINGLE_LAYER = RunPlan("single-layer", seeds=3, quick_seeds=1, estimate_s=50,
-                       quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION), quick_estimate_s=45)
-RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true"), seeds=3, quick_seeds=1,
-                      estimate_s=90, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=70)
-RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=3, quick_seeds=1,
-                      estimate_s=100, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=95)
-# Plans added for issue 19 have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
-# by layers; N = 25, 50, 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers.
-RECURRENT_10 = RunPlan("multi-layer", overrides=("layers=10", "recurrent=true"), seeds=3, quick_seeds=1,
-                       estimate_s=330, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=300)
-RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", f"n_context={n}"), seeds=3,
-                               quick_seeds=1, estimate_s=90 * (n + 1) / 11,
-                               quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=70 * (n + 1) / 11)
-                    for n in (25, 50, 100)}
-SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false"), seeds=3, quick_seeds=1,
-                     estimate_s=5000, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=300)
-# App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step.
-LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false"), seeds=3,
-                      quick_seeds=1, estimate_s=60, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
-                      quick_estimate_s=40)
-# Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed).
-SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=1400, quick_preset="default",
-               quick_overrides=("steps=1000", "eval_every=500"), quick_estimate_s=110)
-# Separate tokens: whether a seed leaves the zero-predictor plateau early enough to converge in 10 000 steps varies
-# (seed 0 leaves it at ~5000 and ends 14% above one GD step, seeds 1 and 2 at ~3500-4000 and end within 3%); about
-# 5 minutes a seed at load 4.
-SEPARATE_TOKENS = RunPlan("separate-tokens", preset="paper", seeds=3, quick_seeds=1, estimate_s=300,
-                          quick_preset="default", quick_overrides=("steps=1000", "heads=1", "eval_every=500"),
-                          quick_estimate_s=60)
-SOFTMAX_HEADS = RunPlan("softmax-heads", preset="paper", seeds=3, quick_seeds=1, estimate_s=190,
-                        quick_preset="default", quick_overrides=("steps=800", "eval_every=400"), quick_estimate_s=30)
-# key_dtype=float32: the paper preset stores float16 keys, whose rounding (5.8e-4 relative on standardised pixels)
-# would be measured instead of the dual form itself. About 27 min a seed (three settings) with icl-gd 0.3.1, two
-# runs at a time at load 3-4.
-DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",), seeds=5, quick_seeds=2,
-                    quick_preset="default", estimate_s=1620,
-                    quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"), quick_estimate_s=65)
-DUAL_FORM_LM = RunPlan("dual-form-lm", seeds=3, quick_seeds=1, estimate_s=60, quick_estimate_s=60)
-
-
-# ---------------------------------------------------------------------------------------------------- rules
-# Where the paper gives no number, a threshold is one of these stated rules of ours (the same words get the same rule).
-_RULES = {
-    "match": "ours: 'identical' / 'matches' in loss read as a relative gap under 2% (the paper gives no tolerance)",
-    "not-match": "ours: 'not able to match' read as a relative gap above 2% (the converse of the 'matches' rule)",
-    "align": "ours: 'almost perfect' / 'strong' / 'very well' alignment read as a mean sensitivity cosine above "
-             "0.99 (the paper gives no number; Fig. 2 center left's axis spans 0.80-1.00)",
-    "ood": "ours: 'performs equally' on the paper's log-scale OOD panels read as a relative gap under 5% "
-           "(0.02 decade) at every sweep point (the paper gives no tolerance)",
-    "sign": "paper: the sentence states a direction only ('surpasses', 'better', 'decreases'), so 0",
-    "identity": "ours: an exact identity, checked in float64; each identity's tolerance is round-off",
-}
-
-_RULES["table1-majority"] = (
-    "ours: a majority of the correctly classified queries in every layer (chance is 1 in the head's classes); their "
-    "script prints this share, but their repository holds no value of it")
-_RULES["table1-direction"] = (
-    "ours: a direction only, so 0; their script prints both shares (Output and Target rows), their repository holds "
-    "no value, and no text of the paper is stored here to say how they read it")
-
-# Irie et al.'s Table 1 as their script computes it, and how ours differs.
-_TABLE1 = "their code: paper/ff_as_attention/print_predictive_power.py (Tab. 1)"
-_VOTE_FOLLOWS = ("their script's split (MatchTracker in tasks/simple/ff_as_attention/mnist_fmnist_ff_attention.py); "
-                 "ours differs: scores |k·q + 1| (bias key) instead of |k·q|, test queries of every trained task "
-                 "(theirs: MNIST test and 1000 MNIST training images), mean over 5 seeds of per-run shares as theirs")
-_LAYERS = ("input", "hidden", "output")
-_CONTINUAL = "§3, the sequential (continual) setting (a fragment of its text, quoted in issue 20; no full text stored)"
-_FIRST_KEYS_QUOTE = ("keys for the attention computation, the model would be able to reproduce the good performance "
-                     "on MNIST obtained after the first part of training, and thus avoid degradation")
-
-
-def _every_layer(pattern: str):
-    """The smallest over the three layers of metric ``pattern.format(layer)``."""
-    return least(*(metric(pattern.format(name)) for name in _LAYERS))
-
-
-# The text and the authors' code differ on the inputs (§3: x ~ U(-1, 1); their code and figures: U(-0.5, 0.5)).
-_FOLLOWS_CODE = "the authors' code: x ~ U(-0.5, 0.5) (§3's text says U(-1, 1)), GD's η tuned on held-out tasks"
-_V2 = "arXiv 2212.07677v2"
-
-
-def identity_check(*, id: str, paper: str, location: str, statement: str, prefix: str, tolerance: str = "",
-                   quote: str = "") -> Claim:
-    """The construction check that every `icl-gd verify` identity named ``prefix``... holds within its tolerance
-    (float64; ``tolerance`` shown in the description when given)."""
-    shown = f" ({tolerance})" if tolerance else ""
-    return Claim(id=id, paper=paper, location=location, kind=Kind.CONSTRUCTION, statement=statement, quote=quote,
-                 runs=(VERIFY,), statistic=worst_identity(prefix),
-                 measures=f"max relative error / tolerance{shown} over the float64 identities", threshold=1.0,
-                 direction=Direction.BELOW, threshold_source=_RULES["identity"])
-
-
-# ---------------------------------------------------------------------------------------------------- claims
 _VO = VON_OSWALD
 _LOSS_FIGURES = ("figures/loss_curves.png",)
-CLAIMS: tuple[Claim, ...] = (
+_FOLLOWS_CODE = "the authors' code: x ~ U(-0.5, 0.5) (§3's text says U(-1, 1)), GD's η tuned on held-out tasks"
+_V2 = "arXiv 2212.07677v2"
+VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
     # ---------------------------------------------------------------- one layer (§3, Fig. 2; Fig. 1 right, App. A.6)
     Claim(id="vo-single-loss", paper=_VO, kind=Kind.PAPER,
           location="§3 'One-step of gradient descent vs. a single trained self-attention layer'; Fig. 2 (outer left)",
@@ -383,117 +279,4 @@ CLAIMS: tuple[Claim, ...] = (
           statistic=difference("cos_sensitivity_h2", "cos_sensitivity_h1"),
           measures="cos sensitivity vs GD with 2 heads minus with 1 head", threshold=0.0, direction=Direction.ABOVE,
           threshold_source=_RULES["sign"], quick_decisive=False),
-    # ------------------------------------------------------------------------------------------------ Irie et al.
-    # No full text of Irie et al. is stored here: a location is their script, or the section with the fragment of
-    # text that issue 20 quotes.
-    Claim(id="irie-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
-          statement="Among correctly classified test queries, each layer's attention vote (the training class with "
-                    "the most attention) matches the model's output, in every layer.", follows=_VOTE_FOLLOWS,
-          runs=(DUAL_FORM,), statistic=_every_layer("single.table1.{}.correct"),
-          measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
-          threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
-          figures=("figures/vote_accuracy.png", "figures/sorted_scores_single.png")),
-    Claim(id="irie-table1-misclassified", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
-          statement="Among misclassified test queries, each layer's vote matches the (wrong) output more often than "
-                    "the target, in every layer.", follows=_VOTE_FOLLOWS, runs=(DUAL_FORM,),
-          statistic=least(*(difference(f"single.table1.{name}.misclassified_output",
-                                       f"single.table1.{name}.misclassified_target") for name in _LAYERS)),
-          measures="smallest over the three layers of: share of misclassified queries whose vote is the output "
-                   "minus share whose vote is the target", threshold=0.0, direction=Direction.ABOVE,
-          threshold_source=_RULES["table1-direction"], quick_decisive=False, figures=("figures/vote_accuracy.png",)),
-    Claim(id="irie-joint-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
-          statement="Trained on both tasks jointly, among correctly classified test queries each layer's vote matches "
-                    "the output, in every layer.", follows=_VOTE_FOLLOWS, runs=(DUAL_FORM,),
-          statistic=_every_layer("joint.table1.{}.correct"),
-          measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
-          threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
-          figures=("figures/vote_accuracy.png",)),
-    Claim(id="irie-vote-mean", paper=IRIE, kind=Kind.OURS,
-          location="not in the paper: ours, their Table 1's quantity for all queries, averaged over the three layers",
-          statement="The attention vote agrees with the prediction far above chance (10%), averaged over layers and "
-                    "over correct and misclassified queries.", runs=(DUAL_FORM,),
-          statistic=metric("vote_agrees_with_prediction"),
-          measures="fraction of test queries whose attention vote equals the prediction, mean over the layers",
-          threshold=0.5, direction=Direction.ABOVE, threshold_source="ours: a majority of test queries (chance is 10%)",
-          quick_decisive=False, figures=("figures/vote_accuracy.png",)),
-    Claim(id="irie-continual-forgetting", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
-          quote="avoid degradation or more generally catastrophic forgetting",
-          statement="After the second task, accuracy on the first task drops (the degradation the counterfactual "
-                    "below avoids).", runs=(DUAL_FORM,),
-          statistic=difference("continual.task0_accuracy_after_task0", "continual.task0_accuracy"),
-          measures="task-1 accuracy after task 1 minus after task 2", threshold=0.05, direction=Direction.ABOVE,
-          threshold_source="ours: a drop of at least 5 accuracy points", quick_decisive=False),
-    Claim(id="irie-continual-restrict", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL, quote=_FIRST_KEYS_QUOTE,
-          statement="Restricting the output layer's attention to the first phase's keys (the lower layers as "
-                    "trained) raises task-1 accuracy above the trained model's.", runs=(DUAL_FORM,),
-          statistic=difference("continual.restrict_phase1.output.task0_accuracy", "continual.task0_accuracy"),
-          measures="task-1 accuracy with the output layer restricted to phase-1 keys minus without",
-          threshold=0.0, direction=Direction.ABOVE,
-          threshold_source="paper: 'avoid degradation' states a direction only, so 0", quick_decisive=False),
-    Claim(id="irie-continual-recover", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
-          quote=_FIRST_KEYS_QUOTE,
-          statement="… and recovers the task-1 accuracy the model had after the first phase.", runs=(DUAL_FORM,),
-          statistic=difference("continual.restrict_phase1.output.task0_accuracy",
-                               "continual.task0_accuracy_after_task0"),
-          measures="task-1 accuracy with the output layer restricted to phase-1 keys minus after phase 1",
-          threshold=-0.05, direction=Direction.ABOVE,
-          threshold_source="ours: 'reproduce the good performance … obtained after the first part' read as within 5 "
-                           "accuracy points of the accuracy after phase 1", quick_decisive=False),
-    Claim(id="irie-lm-removal", paper=IRIE, kind=Kind.PAPER, location="§4",
-          statement="Removing a query's top-attended training keys from the dual sum lowers the predicted word's "
-                    "probability more than removing as many random keys.", runs=(DUAL_FORM_LM,),
-          statistic=difference("removal_prob_drop_top", "removal_prob_drop_random"),
-          measures="probability drop (top keys removed) minus drop (random keys removed)", threshold=0.0,
-          direction=Direction.ABOVE, threshold_source="ours: a direction only, so 0", quick_decisive=False),
-    Claim(id="irie-lm-passages", paper=IRIE, kind=Kind.PAPER, location="§4, Fig. 5",
-          statement="The language model's top-attended training passages continue with the predicted word far above "
-                    "chance.", runs=(DUAL_FORM_LM,), statistic=ratio("top_key_next_word_match",
-                                                                      "top_key_next_word_match_chance"),
-          measures="top-key next-word match / chance match", threshold=3.0, direction=Direction.ABOVE,
-          threshold_source="ours: 'far above chance' read as 3x chance, fixed before any run", quick_decisive=False),
 )
-
-# Identities of icl-gd's own code (the constructions and the dual forms): checked, reported in a table of their own,
-# not counted among the claims.
-CONSTRUCTION_CHECKS: tuple[Claim, ...] = (
-    identity_check(id="vo-prop1-exact", paper=_VO, location="§2, Proposition 1; App. A.1 (K layers: §3)",
-                   statement="One LSA layer with the constructed weights is exactly one GD step (and K layers K "
-                             "steps).", prefix="prop1:", tolerance="1e-12",
-                   quote="a Transformer step on every token ej is identical to the gradient-induced dynamics"),
-    identity_check(id="vo-gdpp-exact", paper=_VO, location="§3 (GD++ defined); App. A.10, eq. 23",
-                   statement="GD++ is exactly a stack of LSA layers with the constructed weights.", prefix="gd++:",
-                   tolerance="1e-12",
-                   quote="We give here a precise construction showing how to implement in a single head, a step of GD "
-                         "and the discussed data transformation, resulting in GD++ ."),
-    identity_check(id="vo-prop2-exact", paper=_VO, location="§3, Proposition 2; App. A.8",
-                   statement="An MLP followed by the Prop. 1 layer is exactly one GD step on a linear read-out of the "
-                             "MLP's features (kernel regression).", prefix="prop2:",
-                   quote="Iteratively applying Transformer blocks therefore can solve kernelized least-squares "
-                         "regression problems with kernel function k(x, y) = m(x)⊤ m(y) induced by the MLP m(·)."),
-    identity_check(id="vo-prop3-exact", paper=_VO, location="§4, Proposition 3; App. A.5",
-                   statement="A softmax copy layer followed by the Prop. 1 layer is exactly one GD step on separate x "
-                             "and y tokens.", prefix="prop3:",
-                   quote="all tokens ej are transformed into tokens equivalent to the ones required in Proposition 1."),
-    identity_check(id="irie-dual-exact", paper=IRIE, location="§2, Eq. 3",
-                   statement="A linear layer trained by SGD (momentum, weight decay, schedules, clipping) equals its "
-                             "initial weights plus attention over every training input.", prefix="dual form",
-                   tolerance="1e-10"),
-    Claim(id="irie-dual-trained", paper=IRIE, location="§3", kind=Kind.CONSTRUCTION,
-          statement="The dual form rebuilds the trained image classifier's layers (stored keys and values against the "
-                    "trained weights).", runs=(DUAL_FORM,), statistic=metric("verify_max_rel_error"),
-          measures="max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", threshold=1e-4,
-          direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum",
-          figures=("figures/verification_errors.png", "figures/top_training_images_single.png")),
-    Claim(id="irie-lm-exact", paper=IRIE, location="§4", kind=Kind.CONSTRUCTION,
-          statement="The LSTM language model's output layer and gate maps equal their dual form.", runs=(DUAL_FORM_LM,),
-          statistic=metric("verify_max_rel_error"),
-          measures="max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", threshold=1e-4,
-          direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum"),
-)
-
-ALL_CHECKS: tuple[Claim, ...] = CLAIMS + CONSTRUCTION_CHECKS
-
-
-def claim_ids() -> list[str]:
-    """Every registered id: the claims', then the construction checks'."""
-    return [c.id for c in ALL_CHECKS]

@@ -1,0 +1,24 @@
+"""Every claim of both papers that icl-gd checks, as declared objects (``CLAIMS``), and the construction checks
+(``CONSTRUCTION_CHECKS``: identities of icl-gd's own code, reported in a table of their own, not counted as claims).
+
+Each claim names its place in the paper (von Oswald et al.: arXiv 2212.07677v2, 31 May 2023), quotes the sentence it
+tests, and says where its threshold comes from: a number the paper gives, or a stated rule of ours (``_RULES``),
+fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets are cheaper runs of the same studies
+that cannot settle an empirical claim (``quick_decisive=False``): they show the value, never a verdict.
+"""
+
+from icl_gd.platform.claims.model import VERIFY_STUDY, Claim
+from icl_gd.platform.claims.registry.checks import CONSTRUCTION_CHECKS
+from icl_gd.platform.claims.registry.irie import IRIE_CLAIMS
+from icl_gd.platform.claims.registry.von_oswald import VON_OSWALD_CLAIMS
+
+__all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
+
+CLAIMS: tuple[Claim, ...] = VON_OSWALD_CLAIMS + IRIE_CLAIMS
+
+ALL_CHECKS: tuple[Claim, ...] = CLAIMS + CONSTRUCTION_CHECKS
+
+
+def claim_ids() -> list[str]:
+    """Every registered id: the claims', then the construction checks'."""
+    return [c.id for c in ALL_CHECKS]
