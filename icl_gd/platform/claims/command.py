@@ -51,7 +51,8 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
              "2212.07677v2 (31 May 2023)")
         for claim in select_claims(None):
             author = claim.paper.split(',')[0].split(' et')[0]
-            kind = {"paper": "the paper's", "ours": "ours", "construction": "construction check"}[claim.kind.value]
+            kind = {"paper": "the paper's", "ours": "ours", "construction": "construction check",
+                    "beyond": "beyond the papers"}[claim.kind.value]
             echo(f"{claim.id:30s} {kind:18s} {author}, {claim.location}")
             echo(f"{'':30s} {claim.statement}")
         return 0

@@ -111,6 +111,7 @@ class Kind(str, Enum):
     PAPER = "paper"  # an empirical statement the paper makes (quoted)
     OURS = "ours"  # a check the paper does not make (our control or our extension of its statement)
     CONSTRUCTION = "construction"  # an identity of icl-gd's own code: a construction check, not a claim
+    BEYOND = "beyond"  # beyond the two papers: a statement of later work (quoted from it, ``paper`` names it) or ours
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -168,7 +168,7 @@ def claims_table_markdown(results: Sequence[ClaimResult], root: Path, link_runs:
         claim = f"[{r.claim.id}]({runs[0]})" if link_runs and runs else f"`{r.claim.id}`"
         verdict = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
         paper = "von Oswald" if r.claim.paper == VON_OSWALD else "Irie"
-        kind = " (ours)" if r.claim.kind.value == "ours" else ""
+        kind = {"ours": " (ours)", "beyond": " (beyond the papers)"}.get(r.claim.kind.value, "")
         quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote else ""
         lines.append(f"| {claim}{kind} | {paper}, {_md(r.claim.location)} | {_md(r.claim.statement)}{quote} | "
                      f"{value_text(r)} <br>*{_md(r.claim.measures)}* | {threshold_text(r)} "
@@ -251,7 +251,8 @@ def _html_row(r: ClaimResult, root: Path, with_authors: bool) -> str:
     quote = f"<blockquote>\u201c{esc(r.claim.quote)}\u201d</blockquote>" if r.claim.quote else ""
     follows = f'<div class="details">set-up: {esc(r.claim.follows)}</div>' if r.claim.follows else ""
     details = f'<div class="details">runs: {links}</div>' if links else ""
-    kind = " " + _badge("ours", "kind") if r.claim.kind.value == "ours" else ""
+    kind = {"ours": " " + _badge("ours", "kind"),
+            "beyond": " " + _badge("beyond the papers", "kind")}.get(r.claim.kind.value, "")
     verdicts = _badge(r.verdict.value, r.verdict.value) + note
     if with_authors:
         theirs, compared = comparison(r)
