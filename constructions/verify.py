@@ -19,6 +19,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "icl_gd.constructions.prop2",
     "icl_gd.constructions.prop3",
     "icl_gd.constructions.gdpp",
+    "icl_gd.constructions.algorithms",
 )
 
 

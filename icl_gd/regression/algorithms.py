@@ -1,0 +1,211 @@
+"""Algorithms a deep trained model may run instead of GD or GD++: Iterative Newton (Fu, Chen, Jia & Sharan 2023,
+arXiv 2310.17086), preconditioned GD (Ahn, Cheng, Daneshmand & Sra, NeurIPS 2023) and GD at one fixed step size
+for any number of steps, each as weights per step on a batch of contexts and as a predictor with the call of every
+baseline (``icl_gd.regression.baselines``: tokens (B, T, D) in, ŷ (B, d_y) out; float64 inside).
+
+Shapes: B tasks, N context pairs, d inputs, d_y outputs. W: (B, d_y, d), so ŷ = W x_q. The loss is PROTOCOL's
+L(W) = 1/(2N) Σ_i ‖W x_i - y_i‖², ∇L(W) = (W S - Yᵀ X) / N with S = XᵀX (B, d, d) the context's Gram matrix.
+
+Iterative Newton (Newton-Schulz towards S⁺), as Fu et al.'s code (``LeastSquaresModelNewtonMethod``) runs it:
+M_0 = α S with α = 2 / ‖S Sᵀ‖_F, M_{k+1} = M_k (2I - S M_k), W_k = (M_k Xᵀ Y)ᵀ. M_k is a polynomial in S, so
+I - M_k S = (I - α S²)^(2^k): k Newton iterations are 2^k steps of GD preconditioned by P = S with η = α N (checked
+in ``icl_gd.constructions.algorithms``), which is why GD needs exponentially many steps to keep up. (Their paper
+writes ‖S Sᵀ‖_2; their code, which drew their figures, takes torch.linalg.norm's default, the Frobenius norm. With
+the spectral norm the top eigen-direction's factor is (1 - 2)^(2^k) = 1 and never converges.)
+
+Preconditioned GD: W_{k+1} = W_k - η_k ∇L(W_k) P with a symmetric P (d, d), shared by every task (Ahn et al.'s
+multi-layer optimum; ``tune_preconditioner`` tunes it on held-out tasks) or one per task (B, d, d). P = I is GD.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from icl_gd.core.errors import ConfigError, DivergenceError
+from icl_gd.core.progress import phased
+from icl_gd.regression.baselines import ContextLayout
+from icl_gd.regression.gd import initial_weights, regression_gradient
+from icl_gd.regression.metrics import query_loss
+
+
+def _float64(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.double() for t in tensors)
+
+
+def _predict(W: torch.Tensor, x_query: torch.Tensor) -> torch.Tensor:
+    """ŷ (B, d_y) = W x_q for W (B, d_y, d), x_query (B, d)."""
+    return (W @ x_query[..., None])[..., 0]
+
+
+def _require_steps(n_steps: int) -> None:
+    if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 0:
+        raise ConfigError(f"the number of iterations must be a non-negative integer, got {n_steps!r}")
+
+
+# ---------------------------------------------------------------------------------------------------- Newton
+def gram(x: torch.Tensor) -> torch.Tensor:
+    """S = XᵀX (B, d, d) of context inputs x (B, N, d)."""
+    return x.transpose(1, 2) @ x
+
+
+def newton_alpha(S: torch.Tensor) -> torch.Tensor:
+    """α = 2 / ‖S Sᵀ‖_F per task (B,): Fu et al.'s code's initial scale (module docstring)."""
+    return 2.0 / torch.linalg.matrix_norm(S @ S.transpose(1, 2))
+
+
+def newton_inverses_per_step(S: torch.Tensor, n_steps: int) -> list[torch.Tensor]:
+    """[M_0, ..., M_n] (each (B, d, d)): n Newton-Schulz iterations towards S⁺ from M_0 = α S."""
+    _require_steps(n_steps)
+    if S.shape[-1] < 2:
+        # ‖S Sᵀ‖_F = s² when d = 1, so α s = 2 / s, 1 - α s² = -1 and the iteration never converges.
+        raise ConfigError("Iterative Newton with Fu et al.'s α = 2 / ‖S Sᵀ‖_F needs d ≥ 2 (at d = 1 it never converges)")
+    M = newton_alpha(S)[:, None, None] * S
+    eye2 = 2.0 * torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    out = [M]
+    for _ in range(n_steps):
+        M = M @ (eye2 - S @ M)
+        out.append(M)
+    return out
+
+
+def newton_weights_per_step(x: torch.Tensor, y: torch.Tensor, n_steps: int) -> list[torch.Tensor]:
+    """[W_0, ..., W_n] (each (B, d_y, d)), W_k = (M_k Xᵀ Y)ᵀ, from x (B, N, d), y (B, N, d_y)."""
+    b = x.transpose(1, 2) @ y  # (B, d, d_y) = Xᵀ Y
+    return [(M @ b).transpose(1, 2) for M in newton_inverses_per_step(gram(x), n_steps)]
+
+
+class NewtonPredictor(nn.Module):
+    """``n_steps`` iterations of Iterative Newton on each task's context, then ŷ = W x_q: tokens (B, T, D) of any
+    ``layout`` -> ŷ (B, d_y); float64 inside."""
+
+    def __init__(self, layout: ContextLayout, n_steps: int) -> None:
+        super().__init__()
+        _require_steps(n_steps)
+        self.layout, self.n_steps = layout, n_steps
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x, y, x_query = _float64(*self.layout.split(tokens))
+        return _predict(newton_weights_per_step(x, y, self.n_steps)[-1], x_query).to(tokens.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------- preconditioned GD
+def preconditioned_gd_weights_per_step(
+    x: torch.Tensor, y: torch.Tensor, P: torch.Tensor, etas: Sequence[float] | torch.Tensor,
+    W0: torch.Tensor | None = None,
+) -> list[torch.Tensor]:
+    """[W_0, ..., W_K] (each (B, d_y, d)) for K = len(etas) steps W <- W - η_k ∇L(W) P; P (d, d) shared or (B, d, d)
+    per task, symmetric."""
+    if P.shape[-1] != x.shape[-1] or P.shape[-2] != x.shape[-1]:
+        raise ConfigError(f"the preconditioner is {tuple(P.shape)}, the inputs have d = {x.shape[-1]}")
+    W = initial_weights(x, y, W0)
+    out = [W]
+    for eta in etas:
+        W = W - eta * regression_gradient(W, x, y) @ P
+        out.append(W)
+    return out
+
+
+@dataclass(frozen=True)
+class Preconditioner:
+    """A preconditioned-GD schedule: P (d, d) symmetric and step sizes η_k (K = len(etas) steps)."""
+
+    P: torch.Tensor
+    etas: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.etas) == 0:
+            raise ConfigError("preconditioned GD needs at least one step size")
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.etas)
+
+
+class PreconditionedGDPredictor(nn.Module):
+    """K preconditioned GD steps (``params``) from W0 on each task's context, then ŷ = W_K x_q: tokens (B, T, D) of
+    any ``layout`` -> ŷ (B, d_y); float64 inside."""
+
+    def __init__(self, layout: ContextLayout, params: Preconditioner, W0: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.layout, self.params, self.W0 = layout, params, W0
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x, y, x_query = _float64(*self.layout.split(tokens))
+        W0 = None if self.W0 is None else self.W0.double()
+        W = preconditioned_gd_weights_per_step(x, y, self.params.P.to(x), self.params.etas, W0)[-1]
+        return _predict(W, x_query).to(tokens.dtype)
+
+
+@phased("tuning the preconditioner")
+def tune_preconditioner(
+    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int, eta: float,
+    max_iter: int = 100,
+) -> Preconditioner:
+    """One symmetric P (d, d), shared by every task and every one of ``n_steps`` steps (step size 1: the scale
+    lives in P), minimising the mean query loss on the given (held-out) tasks: L-BFGS (float64) from η I, ``eta``
+    being tuned GD's step size for as many steps, so the result is never worse than that GD on these tasks (the
+    start is kept when L-BFGS ends higher). Raises DivergenceError on a non-finite result."""
+    if not isinstance(n_steps, int) or n_steps <= 0:
+        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    x, y, x_query, y_query = _float64(x, y, x_query, y_query)
+    d = x.shape[-1]
+    start = eta * torch.eye(d, dtype=torch.float64)
+    A = start.clone().requires_grad_(True)
+    ones = (1.0,) * n_steps
+
+    def loss_of(P: torch.Tensor) -> torch.Tensor:
+        W = preconditioned_gd_weights_per_step(x, y, P, ones)[-1]
+        return query_loss(_predict(W, x_query), y_query)
+
+    opt = torch.optim.LBFGS([A], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe", tolerance_grad=1e-10,
+                            tolerance_change=1e-12)
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        value = loss_of((A + A.T) / 2)
+        value.backward()
+        return value
+
+    opt.step(closure)
+    with torch.no_grad():
+        found = (A + A.T) / 2
+        if not torch.isfinite(found).all():
+            raise DivergenceError("tuning the preconditioner diverged (non-finite P)")
+        best = found if loss_of(found) <= loss_of(start) else start
+    return Preconditioner(best.detach(), ones)
+
+
+# ---------------------------------------------------------------------------------------------------- GD, many steps
+def gd_weights_at_steps(x: torch.Tensor, y: torch.Tensor, eta: float, steps: Sequence[int]) -> torch.Tensor:
+    """W after each count in ``steps`` of GD steps of size η from 0, (len(steps), B, d_y, d), in closed form:
+    with S/N = V diag(s) Vᵀ, W_k = (Xᵀ Y / N)ᵀ V diag((1 - (1 - η s)^k) / s) Vᵀ (k η where s = 0), so thousands of
+    steps cost one eigendecomposition (checked against the explicit loop in ``icl_gd.constructions.algorithms``)."""
+    if any(not isinstance(k, int) or k < 0 for k in steps):
+        raise ConfigError(f"step counts must be non-negative integers, got {list(steps)!r}")
+    N = x.shape[1]
+    s, V = torch.linalg.eigh(gram(x) / N)  # (B, d), (B, d, d)
+    s = s.clamp_min(0.0)
+    b = (x.transpose(1, 2) @ y / N).transpose(1, 2) @ V  # (B, d_y, d): (XᵀY/N)ᵀ V
+    tiny = s <= 1e-300
+    out = []
+    for k in steps:
+        # (1 - (1 - ηs)^k) / s without cancellation: -expm1(k log1p(-ηs)) / s when 1 - ηs > 0.
+        positive = eta * s < 1.0
+        stable = -torch.expm1(k * torch.log1p(-torch.where(positive, eta * s, torch.zeros_like(s))))
+        factor = torch.where(positive, stable, 1.0 - torch.pow(1.0 - eta * s, k))
+        gain = torch.where(tiny, torch.full_like(s, k * eta), factor / torch.where(tiny, torch.ones_like(s), s))
+        out.append((b * gain[:, None, :]) @ V.transpose(1, 2))
+    return torch.stack(out)
+
+
+def descent_step_size(x: torch.Tensor) -> float:
+    """η = 1 / L with L = the largest λ_max(XᵀX)/N over the given (held-out) contexts x (B, N, d): the classical
+    step for an L-smooth loss, so GD descends on every one of those tasks however many steps it takes."""
+    L = float(torch.linalg.eigvalsh(gram(x.double()) / x.shape[1])[:, -1].max())
+    if not L > 0:
+        raise ConfigError("cannot choose a GD step size: every context is zero")
+    return 1.0 / L
