@@ -16,6 +16,7 @@ REGISTRY = StudyRegistry({
     "sine": "icl_gd.studies.sine",
     "separate-tokens": "icl_gd.studies.separate_tokens",
     "softmax-heads": "icl_gd.studies.softmax_heads",
+    "spotlights": "icl_gd.studies.spotlights",
 })
 
 
