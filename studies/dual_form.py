@@ -20,6 +20,11 @@ split, value, seed) and ``<setting>.table1.<layer>.<split>`` per seed: among cor
 often a layer's vote matches the output, among misclassified ones how often it matches the output and the target.
 ``continual.restrict_phase1.<layer>.task<i>_accuracy`` is the counterfactual of their text: that layer's attention
 restricted to the first phase's keys, the other layers as trained (``all``: every layer restricted).
+
+Figures (``icl_gd.dual.figures``, from the first seed): the authors' per-query figure of their ``plot_attention.py``
+for a correctly classified and a misclassified test query of each trained task
+(``query_attention_<setting>_task<t>_<correct|misclassified>_<j>``: per layer, the top-3 training units, the sorted
+scores of each training class and each class's total score), and ours; docs/studies/dual-form.md lists them.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import torch
 
 from icl_gd.dual import datasets
 from icl_gd.dual.analysis import (
-    Analysis, AnalysisConfig, SpotlightScores, split_votes, spotlights, vote_table,
+    Analysis, AnalysisConfig, SpotlightScores, _spotlight, figure_query_indices, split_votes, spotlights, vote_table,
 )
 from icl_gd.core.checkpoints import load_checkpoint, save_checkpoint
 from icl_gd.core.errors import ICLGDNotice
@@ -55,6 +55,59 @@ def test_spotlights_match_a_dense_recomputation(tmp_path):
     per_example = np.stack([np.bincount(prov["example"], weights=attention[:, i], minlength=60) for i in range(3)])
     chosen = np.take_along_axis(per_example, spot.top_examples, 1)
     np.testing.assert_allclose(chosen, -np.sort(-per_example, 1)[:, :5], rtol=1e-5)
+    for t in range(2):  # their total_score_per_class: every unit of the (task, class), not only the top ones
+        for c in range(20):
+            unit = (prov["task"] == t) & (prov["label"] == c)
+            assert spot.class_units[t, c] == unit.sum()
+            np.testing.assert_allclose(spot.class_totals[:, t, c], attention[unit].sum(0), rtol=1e-5, atol=1e-12)
+    # their closest_training_<i>: the top-scoring units (example at a step), not examples summed over steps
+    np.testing.assert_allclose(spot.top_unit_score, -np.sort(-attention, 0)[:5].T, rtol=1e-5)
+    for i in range(3):
+        for score, example, step in zip(spot.top_unit_score[i], spot.top_unit_example[i], spot.top_unit_step[i]):
+            unit = (prov["example"] == example) & (prov["step"] == step)
+            np.testing.assert_allclose(attention[unit, i], [score], rtol=1e-5)
+
+
+class _Steps:
+    n_steps = 3
+
+
+def test_per_query_views_on_a_constructed_case():
+    """Seven units with hand-set scores for two queries: which unit lands in which (task, class) line, in which
+    order, and what each bar and top unit is. A mix-up of task and class, an ascending sort, a total over the top
+    keys only, or top units summed per example fails here."""
+    task = np.array([0, 0, 0, 1, 1, 0, 1])
+    label = np.array([0, 1, 0, 0, 1, 0, 0])
+    step = np.array([0, 0, 1, 1, 2, 2, 2])
+    example = np.array([0, 1, 0, 5, 6, 2, 5])  # example 0 seen at steps 0 and 1, example 5 at steps 1 and 2
+    score = np.array([[1.0, 9.0], [2.0, 8.0], [3.0, 7.0], [4.0, 6.0], [5.0, 5.0], [6.0, 4.0], [0.5, 3.0]])
+    spot = _spotlight(_Steps(), score, task, label, step, example,
+                      config=AnalysisConfig(spotlight_keys=2, recent_steps=2, top_k=3),
+                      n_tasks=2, n_classes=2, n_examples=7)
+    nan = np.nan
+    np.testing.assert_array_equal(spot.sorted_scores[0], [[[6.0, 3.0], [2.0, nan]], [[4.0, 0.5], [5.0, nan]]])
+    np.testing.assert_array_equal(spot.sorted_scores[1], [[[9.0, 7.0], [8.0, nan]], [[6.0, 3.0], [5.0, nan]]])
+    np.testing.assert_array_equal(spot.class_units, [[3, 1], [2, 1]])
+    np.testing.assert_allclose(spot.class_totals[0], [[10.0, 2.0], [4.5, 5.0]])  # (task, class) of query 0
+    np.testing.assert_allclose(spot.class_totals[1], [[20.0, 8.0], [9.0, 5.0]])
+    np.testing.assert_array_equal(spot.top_unit_score, [[6.0, 5.0, 4.0], [9.0, 8.0, 7.0]])
+    np.testing.assert_array_equal(spot.top_unit_example, [[2, 6, 5], [0, 1, 0]])  # example 0 twice: two steps
+    np.testing.assert_array_equal(spot.top_unit_step, [[2, 2, 1], [0, 0, 1]])
+    np.testing.assert_array_equal(spot.top_examples[0], [2, 6, 5])  # ours, summed over steps: 6, 5, 4.5
+    np.testing.assert_array_equal(spot.top_examples[1], [0, 5, 1])  # 16, 9, 8: not the top units' [0, 1, 0]
+    np.testing.assert_array_equal(spot.recent_steps, [1, 2])
+    np.testing.assert_allclose(spot.step_mass[0] * score[:, 0].sum(), [[3.0, 4.0], [6.0, 5.5]])
+
+
+def test_figure_queries_are_correct_and_misclassified_per_task():
+    """As their plot_attention.py figures: per test set, correctly classified and misclassified queries (here the
+    first of each, in test order); a task without a misclassified query gives only correct ones."""
+    prediction = np.array([3, 1, 2, 2, 7, 5, 5, 6])
+    label = np.array([0, 1, 2, 2, 7, 5, 5, 6])
+    task = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    np.testing.assert_array_equal(figure_query_indices(prediction, label, task, 1), [1, 0, 4])
+    np.testing.assert_array_equal(figure_query_indices(prediction, label, task, 2), [1, 2, 0, 4, 5])
+    assert figure_query_indices(prediction[:0], label[:0], task[:0], 1).shape == (0,)
 
 
 def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
@@ -183,8 +236,8 @@ def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["dataset"], summary["second_task"]) == ("mnist-subset", "fashion-mnist")
     for setting in ("single", "joint", "continual"):
-        for name in ("sorted_scores", "recent_attention"):
-            assert (out / "figures" / f"{name}_{setting}.png").stat().st_size > 0
+        for name in ("sorted_scores", "recent_attention", "query_attention"):
+            assert list((out / "figures").glob(f"{name}_{setting}*.png")), (name, setting)
     assert not (out / "memory" / "joint" / "seed-0").exists()  # keep_memory=false in the paper preset
     assert not (out / "removal.csv").exists()  # the paper preset measures no removals
     header = (out / "vote_accuracy.csv").read_text().splitlines()[0].split(",")

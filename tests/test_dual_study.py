@@ -16,7 +16,7 @@ from icl_gd.core.study import RunContext
 from icl_gd.studies import get_study
 from icl_gd.studies.dual_form import DualFormConfig
 
-TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
+TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=1",
         "train_examples=128"]
 
 
@@ -39,6 +39,11 @@ def test_cli_runs_all_three_settings(tmp_path):
     assert mean["continual.output.n_keys"] == 2 * 6 * 32  # two phases × 6 steps × batch 32
     assert mean["single.input.n_keys"] == 6 * 32
     assert 0 < mean["joint.output.attention_share_task1"] < 1
+    # their per-query figure: one per figure query (per trained task: a correct and a misclassified query)
+    single = sorted(f.name for f in (out / "figures").glob("query_attention_single_*.png"))
+    assert "query_attention_single_task0_correct_0.png" in single and len(single) <= 2
+    assert not [name for name in single if "task1" in name]  # single trains task 0 only
+    assert list((out / "figures").glob("query_attention_joint_task1_*.png"))
     for name in ("vote_accuracy", "verification_errors"):
         assert (out / "figures" / f"{name}.png").exists()
     header = (out / "curves.csv").read_text().splitlines()[0]

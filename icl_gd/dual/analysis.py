@@ -6,9 +6,12 @@ vote (the training class with most attention) against the prediction and the lab
 (``table1_split``), the attention per key of each task (each phase of ``continual``), the spread of attention
 (effective keys), the effect of removing a task's or an epoch's keys from all three layers at once, and for
 ``continual`` the authors' counterfactual: each layer restricted to the first phase's keys (``restricted_accuracies``).
-A few
-figure queries also get the authors' "spotlight" views (``spotlights``): the largest scores of each (task, class)
-sorted, the attention mass on each of the last training steps, and the training images with most attention.
+The
+figure queries are picked as the authors' ``plot_attention.py`` figures are (``figure_query_indices``: for each
+trained task, correctly classified and misclassified test queries) and get their per-query "spotlight" views
+(``spotlights``): the largest scores of each (task, class) sorted, each (task, class)'s total score, the top-scoring
+units (training example at a step), and ours: the attention mass on each of the last training steps and the
+training images with most attention summed over their steps.
 ``vote_table``/``verification_table`` summarise many runs.
 """
 
@@ -51,7 +54,8 @@ class AnalysisConfig:
     """The test queries scored against the stored keys."""
 
     n_queries: int = positive_int(200, "test images per task scored against every stored key")
-    n_figure_queries: int = positive_int(4, "queries whose top training images are drawn")
+    n_figure_queries: int = positive_int(1, "figure queries per trained task and kind (correctly classified, "
+                                            "misclassified), as the authors' plot_attention.py picks them")
     top_k: int = positive_int(6, "keys kept per query, and training images drawn per query")
     spotlight_keys: int = positive_int(500, "figure: the largest scores drawn per (task, training class), sorted")
     recent_steps: int = positive_int(500, "figure: the last training steps whose attention mass is drawn")
@@ -77,13 +81,40 @@ class Queries:
 
 
 @dataclass(frozen=True)
+class FigureQuery:
+    """Who a figure query is: its position among the scored queries, its task, label and the model's prediction
+    (both on the output layer's classes)."""
+
+    index: int
+    task: int
+    label: int
+    prediction: int
+
+    @property
+    def correct(self) -> bool:
+        return self.label == self.prediction
+
+    @property
+    def kind(self) -> str:
+        return "correct" if self.correct else "misclassified"
+
+
+@dataclass(frozen=True)
 class Spotlight:
-    """One layer's attention |a_u| for each of ``nf`` figure queries, T tasks, C classes on the output layer."""
+    """One layer's attention |a_u| for each of ``nf`` figure queries, T tasks, C classes on the output layer; a
+    unit u is one training example at one optimizer step (their "per update" scores)."""
 
     sorted_scores: np.ndarray  # (nf, T, C, n) the n largest |a_u| of each (task, class), descending; NaN-padded
     recent_steps: np.ndarray  # (S,) the last S optimizer steps
     step_mass: np.ndarray  # (nf, S, T) Σ |a_u| over each step's units of each task, / the query's Σ |a_u|
     top_examples: np.ndarray  # (nf, k) example ids with most attention (summed over their steps)
+    # Their total_score_per_class: Σ |a_u| over every unit of each (task, class), and how many units it has.
+    class_totals: np.ndarray | None = None  # (nf, T, C)
+    class_units: np.ndarray | None = None  # (T, C)
+    # Their closest_training_<i>: the k units with the largest |a_u| (an example may recur at other steps).
+    top_unit_example: np.ndarray | None = None  # (nf, k)
+    top_unit_step: np.ndarray | None = None  # (nf, k)
+    top_unit_score: np.ndarray | None = None  # (nf, k) descending
 
 
 @dataclass(frozen=True)
@@ -100,6 +131,7 @@ class Analysis:
     figure_queries: np.ndarray  # (nf, D) images
     spotlights: list[Spotlight]  # per layer, for the figure queries
     removal_rows: list[dict]  # per removed key set: changed predictions, accuracy per task before and after
+    figure_query_info: tuple[FigureQuery, ...] = ()  # (nf,) who each figure query is
 
     @property
     def figure_top_examples(self) -> list[np.ndarray]:
@@ -134,7 +166,7 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
     scoring = {"n_classes": trained.model.output.out_features, "n_tasks": len(tasks), "n_epochs": trained.n_epochs}
     class_attention, epoch_attention, votes = [], [], []
-    figure = np.linspace(0, len(queries.x) - 1, min(config.n_figure_queries, len(queries.x))).astype(int)
+    figure = figure_query_indices(pred, queries.y, queries.task, config.n_figure_queries)
     shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
     spots = []
     for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
@@ -164,8 +196,24 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
         metrics.update(restricted_accuracies(trained, layers, trained.phase_starts[1], "restrict_phase1"))
     removal_rows = removals(trained, layers, xq, pred, queries) if config.removals else []
     metrics.update({f"removal.{row['removed']}.changed_fraction": row["changed_fraction"] for row in removal_rows})
+    info = tuple(FigureQuery(int(i), int(queries.task[i]), int(queries.y[i]), int(pred[i])) for i in figure)
     return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
-                    queries.x[figure], spots, removal_rows)
+                    queries.x[figure], spots, removal_rows, info)
+
+
+def figure_query_indices(predictions: np.ndarray, labels: np.ndarray, task: np.ndarray, per_kind: int) -> np.ndarray:
+    """The figure queries as the authors' ``plot_attention.py`` figures pick them: their task draws, for each test
+    set, ``analyze_n_samples`` correctly classified and as many misclassified queries (at random; here the first in
+    test order, so a rerun draws the same), and the paper's figures show one (e.g. a misclassified MNIST query of
+    the sequential setting). For each task in order of appearance: up to ``per_kind`` correct, then up to
+    ``per_kind`` misclassified queries; indices into the ``(nq,)`` arrays, ``(nf,)``."""
+    correct = np.asarray(predictions) == np.asarray(labels)
+    chosen = []
+    for t in dict.fromkeys(np.asarray(task).tolist()):  # tasks in order of appearance
+        in_task = np.asarray(task) == t
+        for kind in (correct, ~correct):
+            chosen.extend(np.flatnonzero(in_task & kind)[:per_kind].tolist())
+    return np.asarray(chosen, dtype=np.int64)
 
 
 class SpotlightScores:
@@ -225,7 +273,14 @@ def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.
                           for i in range(nf)]).reshape(nf, n_recent, n_tasks) / total[:, None, None]
     by_example = np.stack([np.bincount(example, weights=score[:, i], minlength=n_examples) for i in range(nf)])
     top_examples = np.argsort(-by_example, axis=1, kind="stable")[:, :config.top_k]
-    return Spotlight(sorted_scores, np.arange(first, layer.n_steps), step_mass, top_examples)
+    group = task * n_classes + label
+    class_totals = np.stack([np.bincount(group, weights=score[:, i], minlength=n_tasks * n_classes)
+                             for i in range(nf)]).reshape(nf, n_tasks, n_classes)
+    class_units = np.bincount(group, minlength=n_tasks * n_classes).reshape(n_tasks, n_classes)
+    k = min(config.top_k, len(score))
+    top = np.argsort(-score, axis=0, kind="stable")[:k].T  # (nf, k) units by decreasing score, ties by row
+    return Spotlight(sorted_scores, np.arange(first, layer.n_steps), step_mass, top_examples, class_totals,
+                     class_units, example[top], step[top], np.take_along_axis(score.T, top, 1))
 
 
 def removals(trained: TrainedSetting, layers: Sequence[DualLayer], xq: torch.Tensor, pred: np.ndarray,

@@ -1,6 +1,9 @@
-"""Figures of the dual-form study: per setting (top training images, attention per class and over time, and the
-authors' spotlight views: sorted scores per class, attention mass over the last training steps) and a summary over
-settings (vote accuracy table, verification errors). Written by ``plotting.save_figure``."""
+"""Figures of the dual-form study: per setting, the authors' per-query views as their ``plot_attention.py`` draws
+them (``query_attention``: for each figure query and layer, the top-3 training units, the sorted scores of each
+training class, and each class's total score; ``sorted_scores``: the sorted scores of every figure query side by
+side), and ours (top training images summed over steps, attention per class and over time, attention mass over the
+last training steps); a summary over settings (vote accuracy table, verification errors). Written by
+``plotting.save_figure``."""
 
 from __future__ import annotations
 
@@ -10,14 +13,16 @@ from pathlib import Path
 import numpy as np
 
 from icl_gd.core.plotting import plt, save_figure
-from icl_gd.dual.analysis import Analysis
+from icl_gd.dual.analysis import Analysis, FigureQuery, Spotlight
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.training import LAYERS
 
 
 def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
-    """``top_training_images_<setting>``, ``class_attention_<setting>``, ``attention_over_time_<setting>``,
-    ``sorted_scores_<setting>``, ``recent_attention_<setting>``."""
+    """``query_attention_<setting>_task<t>_<correct|misclassified>_<j>`` (one per figure query),
+    ``sorted_scores_<setting>``, ``top_training_images_<setting>``, ``class_attention_<setting>``,
+    ``attention_over_time_<setting>``, ``recent_attention_<setting>``."""
+    query_attention(out, setting, analysis, tasks)
     top_training_images(out, setting, analysis, tasks)
     class_attention(out, setting, analysis)
     attention_over_time(out, setting, analysis)
@@ -25,36 +30,128 @@ def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence
     recent_attention(out, setting, analysis, tasks)
 
 
+def class_name(c: int, tasks: Sequence[ClassificationTask]) -> str:
+    """Class ``c`` of the output layer as a reader knows it: the number on a head the tasks share, else the
+    class within its task and the task's dataset."""
+    if len({t.label_offset for t in tasks}) == 1:
+        return str(c)
+    owner = [t for t in tasks if t.label_offset <= c < t.label_offset + t.n_classes]
+    return f"{c - owner[0].label_offset} ({owner[0].data.name})" if owner else str(c)
+
+
+def describe_query(query: FigureQuery, tasks: Sequence[ClassificationTask]) -> str:
+    return (f"{tasks[query.task].data.name} test query ({query.kind}): target {class_name(query.label, tasks)}, "
+            f"output {class_name(query.prediction, tasks)}")
+
+
+def draw_sorted_scores(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool) -> None:
+    """Their ``magic_class_plot`` for figure query ``i``: along x, each task's training classes in turn, each
+    class's largest scores |a_u| sorted in decreasing order (one line per task, a gap between classes, a grey
+    line where a class ends); ticks name the class within its task."""
+    _, n_tasks, n_classes, n = spot.sorted_scores.shape
+    x0, ticks, labels, ends = 0, [], [], []
+    for t in range(n_tasks):
+        xs, ys = [], []
+        for c in range(n_classes):
+            scores = spot.sorted_scores[i, t, c]
+            scores = scores[np.isfinite(scores)]
+            if not len(scores):
+                continue
+            xs += [*range(x0, x0 + len(scores)), np.nan]  # NaN breaks the line between classes
+            ys += [*scores, np.nan]
+            ticks.append(x0 + (len(scores) - 1) / 2)
+            labels.append(str(c - tasks[t].label_offset))
+            ends.append(x0 + len(scores))
+            x0 += len(scores) + 1
+        if xs:
+            ax.plot(xs, ys, marker="o", ms=1, lw=0.8, label=tasks[t].data.name)
+    ax.grid(False, axis="x")  # the grey class boundaries below are the only vertical lines
+    for end in ends[:-1]:
+        ax.axvline(end, color="gray", lw=0.6, alpha=0.3, zorder=0)
+    ax.set_xticks(ticks, labels, fontsize=5)
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    if legend and n_tasks > 1:
+        ax.legend(fontsize=5)
+
+
+def draw_class_totals(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool) -> None:
+    """Their ``total_score_per_class`` for figure query ``i``: Σ |a_u| over every unit of each (task, class), one
+    bar per class that has units, one colour per task."""
+    x0 = 0
+    for t in range(spot.class_totals.shape[1]):
+        classes = np.flatnonzero(spot.class_units[t] > 0)
+        if not len(classes):
+            continue
+        pos = np.arange(x0, x0 + len(classes))
+        ax.bar(pos, spot.class_totals[i, t, classes], label=tasks[t].data.name)
+        for x, c in zip(pos, classes):
+            ax.text(x, 0, str(c - tasks[t].label_offset), ha="center", va="bottom", fontsize=4)
+        x0 += len(classes)
+    ax.set_xticks([])
+    ax.grid(False, axis="x")
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    if legend and spot.class_totals.shape[1] > 1:
+        ax.legend(fontsize=5)
+
+
+def query_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+    """The authors' per-query figure (``paper/ff_as_attention/plot_attention.py``), one file per figure query: one
+    row per layer with the query, its three top-scoring training units (an example at a step: their
+    ``closest_training_<i>``), the sorted scores of each training class (``draw_sorted_scores``) and each class's
+    total score (``draw_class_totals``)."""
+    if not analysis.figure_query_info:  # a result saved before the figure queries were recorded
+        return
+    shape = tasks[0].data.image_shape
+    train_x = np.concatenate([t.data.train_x for t in tasks])  # indexed by example id
+    seen: dict[tuple[int, str], int] = {}
+    for i, query in enumerate(analysis.figure_query_info):
+        j = seen[query.task, query.kind] = seen.get((query.task, query.kind), -1) + 1
+        fig = plt.figure(figsize=(13, 1.7 * len(LAYERS) + 0.4))
+        grid = fig.add_gridspec(len(LAYERS), 6, width_ratios=[1, 1, 1, 1, 4.5, 3], wspace=0.25, hspace=0.45)
+        for row, (name, spot) in enumerate(zip(LAYERS, analysis.spotlights)):
+            image = fig.add_subplot(grid[row, 0])
+            image.imshow(analysis.figure_queries[i].reshape(shape), cmap="gray_r")
+            image.set_ylabel(name, fontsize=8)
+            if row == 0:
+                image.set_title("query", fontsize=7)
+            for c in range(3):
+                ax = fig.add_subplot(grid[row, c + 1])
+                if c < spot.top_unit_example.shape[1]:
+                    example = spot.top_unit_example[i, c]
+                    ax.imshow(train_x[example].reshape(shape), cmap="gray_r")
+                    ax.set_title(f"top {c + 1}: step {spot.top_unit_step[i, c]}", fontsize=5)
+            for ax in fig.axes[-4:]:
+                ax.set_xticks([])
+                ax.set_yticks([])
+                ax.grid(False)
+            draw_sorted_scores(fig.add_subplot(grid[row, 4]), spot, i, tasks, legend=row == 0)
+            draw_class_totals(fig.add_subplot(grid[row, 5]), spot, i, tasks, legend=row == 0)
+            if row == 0:
+                fig.axes[-2].set_title(f"largest {spot.sorted_scores.shape[-1]} scores |k·q + 1| of each training "
+                                       f"class, sorted", fontsize=7)
+                fig.axes[-1].set_title("total score of each training class", fontsize=7)
+        fig.suptitle(f"{setting}: {describe_query(query, tasks)}", fontsize=8)
+        save_figure(fig, out, f"query_attention_{setting}_task{query.task}_{query.kind}_{j}")
+
+
 def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
-    """The authors' spotlight plot: one row per figure query, one column per layer; along x, each (task, training
-    class) in turn, its largest scores |k·q| sorted in decreasing order (one colour per task)."""
+    """The authors' sorted-score plot of every figure query side by side: one row per figure query, one column per
+    layer (``draw_sorted_scores``)."""
     nf = len(analysis.figure_queries)
+    if not nf:
+        return
     fig, axes = plt.subplots(nf, len(LAYERS), figsize=(4.2 * len(LAYERS), 2.2 * nf), squeeze=False)
+    info = analysis.figure_query_info
     for j, (name, spot) in enumerate(zip(LAYERS, analysis.spotlights)):
-        _, n_tasks, n_classes, n = spot.sorted_scores.shape
         for i in range(nf):
-            ax, x0, ticks, labels = axes[i, j], 0, [], []
-            for t in range(n_tasks):
-                xs, ys = [], []
-                for c in range(n_classes):
-                    scores = spot.sorted_scores[i, t, c]
-                    scores = scores[np.isfinite(scores)]
-                    if not len(scores):
-                        continue
-                    xs += [*range(x0, x0 + len(scores)), np.nan]  # NaN breaks the line between classes
-                    ys += [*scores, np.nan]
-                    ticks.append(x0 + len(scores) / 2)
-                    labels.append(str(c - tasks[t].label_offset))
-                    x0 += n + n // 10
-                if xs:
-                    ax.plot(xs, ys, marker="o", ms=1, lw=0.8, label=tasks[t].data.name)
-            ax.set_xticks(ticks, labels, fontsize=5)
-            ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+            draw_sorted_scores(axes[i, j], spot, i, tasks, legend=i == 0)
             if i == 0:
-                ax.set_title(name, fontsize=8)
-        axes[0, j].legend(fontsize=5)
+                axes[i, j].set_title(name, fontsize=8)
+            if j == 0 and info:
+                axes[i, j].set_ylabel(describe_query(info[i], tasks).replace(": ", ":\n"), fontsize=5)
     axes[-1, 0].set_xlabel("training class (per task), then its keys by decreasing score", fontsize=7)
-    fig.suptitle(f"{setting}: the {n} largest attention scores |k·q| of each training class, per query", fontsize=8)
+    n = analysis.spotlights[0].sorted_scores.shape[-1]
+    fig.suptitle(f"{setting}: the {n} largest attention scores |k·q + 1| of each training class, per query", fontsize=8)
     save_figure(fig, out, f"sorted_scores_{setting}")
 
 

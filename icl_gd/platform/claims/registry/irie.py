@@ -45,14 +45,16 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
                                        f"single.table1.{name}.misclassified_target") for name in _LAYERS)),
           measures="smallest over the three layers of: share of misclassified queries whose vote is the output "
                    "minus share whose vote is the target", threshold=0.0, direction=Direction.ABOVE,
-          threshold_source=_RULES["table1-direction"], quick_decisive=False, figures=("figures/vote_accuracy.png",)),
+          threshold_source=_RULES["table1-direction"], quick_decisive=False,
+          figures=("figures/vote_accuracy.png", "figures/query_attention_single_task1_misclassified_0.png",
+                   "figures/query_attention_single_task0_misclassified_0.png")),
     Claim(id="irie-joint-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
           statement="Trained on both tasks jointly, among correctly classified test queries each layer's vote matches "
                     "the output, in every layer.", follows=_VOTE_FOLLOWS, runs=(DUAL_FORM,),
           statistic=_every_layer("joint.table1.{}.correct"),
           measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
           threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
-          figures=("figures/vote_accuracy.png",)),
+          figures=("figures/vote_accuracy.png", "figures/query_attention_joint_task1_correct_0.png")),
     Claim(id="irie-vote-mean", paper=IRIE, kind=Kind.OURS,
           location="not in the paper: ours, their Table 1's quantity for all queries, averaged over the three layers",
           statement="The attention vote agrees with the prediction far above chance (10%), averaged over layers and "
@@ -74,7 +76,8 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
           statistic=difference("continual.restrict_phase1.output.task0_accuracy", "continual.task0_accuracy"),
           measures="task-1 accuracy with the output layer restricted to phase-1 keys minus without",
           threshold=0.0, direction=Direction.ABOVE,
-          threshold_source="paper: 'avoid degradation' states a direction only, so 0", quick_decisive=False),
+          threshold_source="paper: 'avoid degradation' states a direction only, so 0", quick_decisive=False,
+          figures=("figures/query_attention_continual_task0_misclassified_0.png",)),
     Claim(id="irie-continual-recover", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
           quote=_FIRST_KEYS_QUOTE,
           statement="… and recovers the task-1 accuracy the model had after the first phase.", runs=(DUAL_FORM,),
