@@ -3,7 +3,7 @@
 Layer l's gate pre-activations z_t = W_l [x_t; h_{t-1}] + b_l are linear in the key [x_t; h_{t-1}; 1], so truncated
 BPTT with SGD ends at W_T = a W_0 + Σ_u v_u k_uᵀ over every (token, step) unit, with values v_u = c_s δ_t. Each
 check trains a small two-layer LSTM LM in float64 on a random token stream (momentum, weight decay, per-epoch lr
-decay, global-norm clipping) while ``icl_gd.dual`` records it, then rebuilds every recorded layer's weights and its
+decay, global-norm clipping; embedding dropout and a step budget) while ``icl_gd.dual`` records it, then rebuilds every recorded layer's weights and its
 dual outputs W_0 q + Σ v (k·q) on random queries and compares them with the trained model's own parameters.
 """
 
@@ -66,4 +66,6 @@ IDENTITY_CHECKS: tuple[IdentityCheck, ...] = (
     IdentityCheck("dual form LSTM LM: 2 layers, SGD momentum+decay+clip+lr decay", lambda: _check(TINY, 0)),
     IdentityCheck("dual form LSTM LM: 1 layer, plain SGD, no clipping",
                   lambda: _check(replace(TINY, layers=1, momentum=0.0, grad_clip=None), 1)),
+    IdentityCheck("dual form LSTM LM: embedding dropout 0.3, stopped mid-epoch by steps",
+                  lambda: _check(replace(TINY, layers=1, dropout=0.3, steps=11), 2)),
 )

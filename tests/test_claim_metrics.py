@@ -27,7 +27,8 @@ TINY = {
     "separate-tokens": (*_REGRESSION, "n_copy=16"),
     "softmax-heads": _REGRESSION,
     "dual-form": ("dataset=digits", "second_task=permuted", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10"),
-    "dual-form-lm": ("max_train_tokens=3000", "max_eval_tokens=1000", "epochs=1", "n_queries=8", "n_passages=1"),
+    "dual-form-lm": (*(f"{s}.data.{k}" for s in ("book", "wiki") for k in ("max_train_tokens=3000", "max_eval_tokens=2000")),
+                     "book.training.steps=3", "wiki.training.steps=3", "n_queries=8", "context=20", "n_passages=1"),
 }
 
 

@@ -18,6 +18,7 @@ from icl_gd.dual.lm_analysis import (
     LMAnalysisConfig, make_queries, removal_drops, score_lm,
 )
 from icl_gd.dual.lm_training import batchify, train_lm
+from icl_gd.dual import text_sources as sources
 from icl_gd.dual.lstm import layer_modules
 from icl_gd.dual.storage import open_memory
 from icl_gd.dual.units import dual_layer
@@ -59,8 +60,26 @@ def test_float64_dual_form_equals_the_trained_lstm(tmp_path, layers, momentum, c
     assert first_step.sum() == config.bptt * config.batch_size
 
 
+def test_embedding_dropout_and_a_step_budget_keep_the_dual_form_exact(tmp_path):
+    # Catches a key recorded before the dropout mask (the layer's real input is the dropped embedding) and a step
+    # budget that stops at an epoch boundary instead of mid-epoch (masks drawn from a global generator: the resume
+    # test below).
+    corpus = random_corpus(0, documents=8, words=150)
+    steps = len(batchify(corpus.train, TINY.batch_size).windows(TINY.bptt)) + 5  # 5 steps into the second epoch
+    config = replace(TINY, layers=1, dropout=0.3, steps=steps, record_output=False)
+    trained, _ = _train(tmp_path, config, corpus=corpus)
+    results = verify_trained(trained)
+    assert [r.layer for r in results] == ["gates0"]  # record_output=false: the output layer is not stored
+    assert all(r.max_rel_error <= EXACT for r in results), results
+    rows = open_memory(trained.memory)["gates0"].table("rows")
+    assert trained.n_steps == steps and trained.n_epochs == 2
+    assert set(rows.column("step")) == set(range(steps)) and set(rows.column("epoch")) == {0, 1}
+    keys = np.concatenate([b["key"] for _, b in rows.blocks(["key"])])[:, :config.embed]
+    assert 0.2 < np.mean(keys == 0) < 0.4  # the stored x_t is the dropped embedding
+
+
 def test_float32_training_float32_keys_within_single_precision(tmp_path):
-    config = replace(TINY, dtype="float32", key_dtype="float32")
+    config = replace(TINY, dtype="float32", key_dtype="float32", dropout=0.3)
     trained, _ = _train(tmp_path, config)
     for r in verify_trained(trained):
         assert r.max_rel_error <= 1e-5, r
@@ -76,7 +95,8 @@ def test_adam_leaves_a_reported_residual(tmp_path):
 
 
 def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
-    config = replace(TINY, layers=1, checkpoint_every=20)  # few checkpoints: each one fsyncs every table
+    # few checkpoints (each one fsyncs every table); dropout: a resumed run must draw the masks of a whole one
+    config = replace(TINY, layers=1, checkpoint_every=20, dropout=0.2)
     reference, corpus = _train(tmp_path / "whole", config)
 
     def interrupt(step: int) -> None:
@@ -172,47 +192,81 @@ def _grammar_corpus(path):
     return path
 
 
-TINY_RUN = ["--no-progress", "--set", "embed=8", "--set", "hidden=16", "--set", "bptt=8", "--set", "batch_size=4",
-            "--set", "epochs=2", "--set", "lr=0.5", "--set", "n_queries=8", "--set", "context=6",
-            "--set", "n_passages=2", "--set", "verify_queries=4", "--set", "checkpoint_every=50"]
+def _book(path):
+    """A small 'book' of titled entries (a dictd file, as dict-devil ships), read by character."""
+    from test_dual_lm_corpus import write_dictd
+
+    rng = np.random.default_rng(1)
+    words = ["fox", "crow", "cheese", "moral", "wolf", "lamb", "flatter", "vain"]
+    entries = {f"FABLE{i}": " ".join(rng.choice(words, 40)) + ".\n\n" for i in range(30)}
+    return write_dictd(path, entries)
 
 
-def test_study_end_to_end_on_a_written_corpus(tmp_path):
+def _setting(setup: str, **values) -> list[str]:
+    return [a for key, value in values.items() for a in ("--set", f"{setup}.{key}={value}")]
+
+
+TINY_MODEL = {"training.embed": 8, "training.hidden": 16, "training.bptt": 8, "training.batch_size": 4,
+              "training.lr": 0.5, "training.checkpoint_every": 50}
+TINY_RUN = ["--no-progress", "--set", "n_queries=8", "--set", "context=6", "--set", "n_passages=2",
+            "--set", "verify_queries=4"]
+
+
+def test_study_end_to_end_both_setups_on_written_texts(tmp_path):
     text = _grammar_corpus(tmp_path / "grammar.txt")
+    book = _book(tmp_path)
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["run", "dual-form-lm", "--out", str(out), "--set", f"corpus={text}", *TINY_RUN])
+    args = ["run", "dual-form-lm", "--out", str(out), "--set", "setups=book,wiki", *TINY_RUN,
+            *_setting("wiki", **TINY_MODEL, **{"data.corpus": text, "training.epochs": 2,
+                                               "training.record_output": "true"}),
+            *_setting("book", **TINY_MODEL, **{"data.corpus": book, "training.steps": 30, "passage_tokens": 20})]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert "## Query 1: " in result.output  # the first query's passages are printed
     mean = json.loads((out / "metrics.json").read_text())["mean"]
-    for key in ("perplexity_valid", "perplexity_test", "perplexity_unigram", "verify_max_rel_error",
-                "top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random"):
-        assert np.isfinite(mean[key]), key
-    assert mean["perplexity_test"] < 0.7 * mean["perplexity_unigram"]
-    assert mean["verify_max_rel_error"] < 1e-4
+    for setup in ("book", "wiki"):
+        for key in ("perplexity_valid", "perplexity_test", "perplexity_unigram", "verify_max_rel_error",
+                    "unk_share_test", "top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random"):
+            assert np.isfinite(mean[f"{setup}.{key}"]), (setup, key)
+        assert mean[f"{setup}.verify_max_rel_error"] < 1e-4
+        np.testing.assert_allclose(mean[f"{setup}.perplexity_ratio_unigram"],
+                                   mean[f"{setup}.perplexity_test"] / mean[f"{setup}.perplexity_unigram"])
+    assert mean["wiki.perplexity_test"] < 0.7 * mean["wiki.perplexity_unigram"]
+    assert mean["book.n_steps"] == 30  # stopped by steps, mid-epoch
     # chance level of the next-word match: a probability, and on this grammar the keys the model attends to
     # continue with the predicted word more often than a random training position does
-    assert 0 < mean["top_key_next_word_match_chance"] < 1
-    assert mean["top_key_next_word_match"] > mean["top_key_next_word_match_chance"]
+    assert 0 < mean["wiki.top_key_next_word_match_chance"] < 1
+    assert mean["wiki.top_key_next_word_match"] > mean["wiki.top_key_next_word_match_chance"]
     passages = (out / "passages.md").read_text()
-    assert "## Query 1: " in passages and "grammar.txt ¶" in passages and "**gates0, top-3 by attention**" in passages
-    assert passages.count("1. [") == 2 * 2 * 2 * 3  # queries × layers × (attention, contribution) × top-3
-    assert "<mark>" in (out / "passages.html").read_text()
+    assert "# book: " in passages and "# wiki: " in passages and "grammar.txt ¶" in passages
+    assert "FABLE" in passages and "(char level)" in passages  # the book's sections are its entries' headwords
+    assert "**gates0, top-3 by attention**" in passages and "**output, top-3 by contribution**" in passages
+    wiki = passages.split("# wiki: ")[1]
+    assert wiki.count("1. [") == 2 * 2 * 2 * 3  # queries × layers × (attention, contribution) × top-3
+    page = (out / "passages.html").read_text()
+    assert page.startswith("<!doctype html>") and "<mark>" in page and "<script" not in page
     for figure in ("sorted_attention", "attention_over_training", "key_removal"):
-        assert (out / "figures" / f"{figure}.png").is_file()
-    assert json.loads((out / "summary.json").read_text())["documents"]["train"] == 32
+        assert (out / "figures" / f"wiki.{figure}.png").is_file() and (out / "figures" / f"book.{figure}.png").is_file()
+    assert json.loads((out / "summary.wiki.json").read_text())["documents"]["train"] == 32
+    assert json.loads((out / "summary.book.json").read_text())["level"] == "char"
 
 
-def test_cli_corpus_errors_are_one_line(tmp_path):
+def test_cli_corpus_errors_are_one_line(tmp_path, monkeypatch):
     runner = CliRunner()
+    monkeypatch.setattr(sources, "DEVIL_DICT", tmp_path / "devil.dict.dz")  # as on a machine without dict-devil
+    no_book = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "n"), "--set", "setups=book",
+                                  "--no-progress"])
+    assert no_book.exit_code == 1 and no_book.output.count("\n") == 1 and "apt-get install dict-devil" in no_book.output
     missing = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "a"), "--set",
-                                  f"corpus={tmp_path / 'none.txt'}", "--no-progress"])
+                                  f"wiki.data.corpus={tmp_path / 'none.txt'}", "--no-progress"])
     assert missing.exit_code == 1 and missing.output.count("\n") == 1 and "no such file" in missing.output
     binary = tmp_path / "b.txt"
     binary.write_bytes(b"\x00\x00\x00")
-    bad = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "b"), "--set", f"corpus={binary}",
-                              "--no-progress"])
+    bad = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "b"), "--set",
+                              f"wiki.data.corpus={binary}", "--no-progress"])
     assert bad.exit_code == 2 and bad.output.count("\n") == 1 and "binary" in bad.output
     short = tmp_path / "s.txt"
     short.write_text("one two.\n\nthree four.\n\nfive six.\n\nseven.\n")
-    too_short = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "c"), "--set", f"corpus={short}",
-                                    "--no-progress"])
+    too_short = runner.invoke(app, ["run", "dual-form-lm", "--out", str(tmp_path / "c"), "--set",
+                                    f"wiki.data.corpus={short}", "--no-progress"])
     assert too_short.exit_code == 2 and "fewer than one BPTT window" in too_short.output

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from icl_gd.dual import text_sources as sources
-from icl_gd.dual.corpus import build_vocab, per_document_limit, require_length, split_documents, tokenise
+from icl_gd.dual.corpus import (
+    build_vocab, detokenise, per_document_limit, require_length, split_documents, tokenise,
+)
 from icl_gd.dual.text_sources import (
     EOS, UNK, Document, RawCorpus, load_dictd, load_path, load_raw, resolve_corpus, words_of,
 )
@@ -179,3 +181,18 @@ def test_wiki_dump_articles_keep_titles_and_lose_markup(tmp_path):
     assert raw.documents[0].words == ("anarchism", "is", "a", "political", "philosophy", ".", EOS, "history", EOS,
                                       "the", "term", ".", EOS)
     assert raw.documents[1].words == ("albedo", "is", "reflectance", ".", EOS)
+
+
+def test_character_level_reads_the_detokenised_text_and_counts_unk():
+    # detokenise: no space before closing punctuation or after an opening bracket; <eos> is a newline
+    assert detokenise(["A", "fox", ",", "vain", "(", "very", ")", "!", EOS, "Moral", "."]) == "A fox, vain (very)!\nMoral."
+    docs = tuple(Document(f"FABLE{i}", tuple(words)) for i, words in enumerate(
+        [("The", "crow", ".", EOS), ("A", "fox", "!", EOS), ("Zzz", EOS)]))
+    corpus = tokenise(RawCorpus("book", docs, {"train": (0, 1), "valid": (2,), "test": (2,)}), 20, level="char")
+    assert corpus.level == "char" and all(len(t) == 1 for t in corpus.vocab[2:])
+    assert corpus.text(corpus.words(corpus.train.ids[:5])) == "The c"
+    assert corpus.train.position.tolist()[:12] == [*range(10), 0, 1]  # positions count characters of each entry
+    assert corpus.words(corpus.test.ids) == [UNK, UNK, UNK, "\n"]  # Z and z never occur in training
+    assert corpus.unk_share("test") == 0.75 and corpus.unk_share("train") == 0.0
+    words = tokenise(RawCorpus("book", docs, {"train": (0, 1), "valid": (2,), "test": (2,)}), 12)
+    assert words.level == "word" and words.text(["a", "fox"]) == "a fox"

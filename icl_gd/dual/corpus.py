@@ -1,8 +1,9 @@
 """Tokenised corpora for the language-model dual form: a vocabulary, a split by document, token-id streams.
 
 The documents come from ``icl_gd.dual.text_sources`` (gensim's Wikipedia articles, a dictd book, pydoc topics, a
-path or WikiText-2). The vocabulary is the ``vocab_size - 2`` most frequent training words plus ``<unk>`` and
-``<eos>``. The split is by document: a fixed permutation (``SPLIT_SEED``, part of the corpus definition) gives the
+path or WikiText-2). A token is a word (``level=word``) or a character (``level=char``: each document's words joined
+back into text, ``<eos>`` as a newline, ``detokenise``). The vocabulary is the ``vocab_size - 2`` most frequent
+training tokens plus ``<unk>`` and ``<eos>``. The split is by document: a fixed permutation (``SPLIT_SEED``, part of the corpus definition) gives the
 valid and test documents; a WikiText-2 directory keeps its own split.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -45,6 +47,7 @@ class Corpus:
     train: TokenStream
     valid: TokenStream
     test: TokenStream
+    level: Literal["word", "char"] = "word"
 
     @property
     def vocab_size(self) -> int:
@@ -52,6 +55,41 @@ class Corpus:
 
     def words(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab[i] for i in ids]
+
+    def text(self, tokens: Sequence[str]) -> str:
+        """Tokens shown as text: words with spaces between them, characters as they are (a newline as ⏎)."""
+        if self.level == "char":
+            return "".join(tokens).replace("\n", " ⏎ ")
+        return " ".join(tokens)
+
+    def unk_share(self, split: str) -> float:
+        """Share of the split's tokens that are ``<unk>`` (id 0)."""
+        ids = getattr(self, split).ids
+        return float(np.mean(ids == 0)) if len(ids) else 0.0
+
+
+_NO_SPACE_BEFORE = frozenset(".,;:!?)]}'’”")
+_NO_SPACE_AFTER = frozenset("([{‘“")
+
+
+def detokenise(words: Sequence[str]) -> str:
+    """Word and punctuation tokens back to text for a character model: a space between tokens except before closing
+    punctuation and after opening brackets, ``<eos>`` as a newline. (The sources keep tokens, not the original
+    spacing; this is the text the character model reads.)"""
+    out: list[str] = []
+    for word in words:
+        if word == EOS:
+            out.append("\n")
+        elif not out or out[-1] == "\n" or out[-1][-1] in _NO_SPACE_AFTER or word in _NO_SPACE_BEFORE:
+            out.append(word)
+        else:
+            out.append(" " + word)
+    return "".join(out)
+
+
+def characters(raw: RawCorpus) -> RawCorpus:
+    """The same documents with characters as tokens (``detokenise``)."""
+    return replace(raw, documents=tuple(Document(d.title, tuple(detokenise(d.words))) for d in raw.documents))
 
 
 def split_documents(n: int, valid_fraction: float, test_fraction: float) -> dict[str, np.ndarray]:
@@ -107,7 +145,8 @@ def _stream(documents: Sequence[Document], indices: Sequence[int], lookup: dict[
 
 
 def tokenise(raw: RawCorpus, vocab_size: int, valid_fraction: float = 0.1, test_fraction: float = 0.1,
-             max_train_tokens: int | None = None, max_eval_tokens: int | None = None) -> Corpus:
+             max_train_tokens: int | None = None, max_eval_tokens: int | None = None,
+             level: Literal["word", "char"] = "word") -> Corpus:
     """Split ``raw`` by document, build the vocabulary on the training documents (all of them, before any cap),
     and map words to ids. ``max_*_tokens`` cap a split by keeping the first m words of every document, m as large
     as the cap allows (``per_document_limit``)."""
@@ -115,6 +154,8 @@ def tokenise(raw: RawCorpus, vocab_size: int, valid_fraction: float = 0.1, test_
         raise ConfigError(f"vocab_size must be at least 3 (<unk>, <eos> and one word), got {vocab_size}")
     if not raw.documents:
         raise ConfigError(f"corpus {raw.name} holds no text")
+    if level == "char":
+        raw = characters(raw)
     splits = ({k: np.asarray(v, dtype=np.int64) for k, v in raw.splits.items()} if raw.splits is not None
               else split_documents(len(raw.documents), valid_fraction, test_fraction))
     for split in ("train", "valid", "test"):
@@ -126,7 +167,7 @@ def tokenise(raw: RawCorpus, vocab_size: int, valid_fraction: float = 0.1, test_
         name=raw.name, vocab=vocab, titles=tuple(d.title for d in raw.documents),
         train=_stream(raw.documents, splits["train"], lookup, max_train_tokens),
         valid=_stream(raw.documents, splits["valid"], lookup, max_eval_tokens),
-        test=_stream(raw.documents, splits["test"], lookup, max_eval_tokens),
+        test=_stream(raw.documents, splits["test"], lookup, max_eval_tokens), level=level,
     )
 
 
@@ -147,7 +188,8 @@ class CorpusConfig:
 
     corpus: str = setting("auto", "auto, wiki (gensim's Wikipedia articles), book (dict-devil), pydoc (Python's help "
                                   "topics), or a path: a UTF-8 text file or a WikiText-2 directory")
-    vocab_size: int = positive_int(2000, "words in the vocabulary, <unk> and <eos> included")
+    level: Literal["word", "char"] = setting("word", "tokens are words or characters")
+    vocab_size: int = positive_int(10_000, "tokens in the vocabulary, <unk> and <eos> included")
     max_train_tokens: int | None = positive_int(100_000, "train on N tokens, the first words of every training "
                                                          "document (as many as fit; none: all); the output layer "
                                                          "stores a vocab-wide value per token and step")
@@ -165,4 +207,4 @@ class CorpusConfig:
     def build(self) -> Corpus:
         """The corpus read, split and tokenised."""
         return tokenise(load_raw(self.corpus, self.lowercase), self.vocab_size, self.valid_fraction,
-                        self.test_fraction, self.max_train_tokens, self.max_eval_tokens)
+                        self.test_fraction, self.max_train_tokens, self.max_eval_tokens, self.level)

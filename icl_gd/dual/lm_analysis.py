@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.config import check_settings, positive_int
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
@@ -34,6 +34,9 @@ from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
 from icl_gd.dual.verification import DualVerification, verify_layer
 
 CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
+# Top units kept per query: enough that a passage seen in many epochs (an over-fitted book) still leaves three
+# distinct training positions to show.
+TOP_UNITS = 64
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,10 @@ class LMAnalysisConfig:
     """The test queries scored against the stored keys, and what is shown of them."""
 
     n_queries: int = positive_int(100, "test positions scored against every stored key")
-    context: int = positive_int(32, "words each query reads (from a zero state) before predicting the next")
+    context: int = positive_int(100, "tokens each query reads (from a zero state) before predicting the next (the "
+                                     "authors' lm.example_context)")
     top_k: int = positive_int(10, "keys per query for the next-word match and kept as top lists")
     n_passages: int = positive_int(5, "queries shown in passages.md/html with their top-3 training passages per layer")
-    passage_words: int = positive_int(14, "words shown before a key's word in a passage")
     removal_keys: int = positive_int(10, "keys dropped per query and layer: its top-k by attention vs k random keys")
     step_bins: int = positive_int(20, "bins of training steps for the attention-over-training curve")
     verify_queries: int = positive_int(32, "queries on which each layer's dual outputs are compared with the primal")
@@ -198,7 +201,7 @@ def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer: LayerMemory
     module = layer_modules(model)[name]
     q, r = queries.inputs[name], queries.readouts[name]
     verification = verify_layer(layer, q[:config.verify_queries], block_rows=config.block_rows)
-    k = max(config.top_k, config.removal_keys, 3)
+    k = max(config.top_k, config.removal_keys, TOP_UNITS)
     scores = score_lm(layer, q, r, k, config.step_bins, n_epochs, config.n_passages, config.block_rows)
     n_keys = scores.n_keys
     top = scores.attention_top.row[:, :config.removal_keys]
@@ -248,6 +251,9 @@ def passage(corpus: Corpus, position: int, before: int, after: int = 3) -> tuple
 
 @dataclass(frozen=True)
 class PassageEntry:
+    """One shown training passage: its document title, the tokens around the key's token, the score of its best
+    unit, its step and epoch, and how many of the query's top units fall on the same training position."""
+
     title: str
     before: list[str]
     word: str
@@ -255,37 +261,50 @@ class PassageEntry:
     score: float
     step: int
     epoch: int
+    repeats: int
 
 
 def passage_entries(corpus: Corpus, top: TopUnits, j: int, n: int, before: int) -> list[PassageEntry]:
-    entries = []
-    for i in range(min(n, top.row.shape[1])):
-        title, pre, word, post = passage(corpus, int(top.example[j, i]), before)
+    """The first ``n`` distinct training positions among query ``j``'s top units (as the authors' script shows
+    them: a position seen in several epochs is shown once, with its count among the top units)."""
+    examples = [int(e) for e in top.example[j]]
+    entries, shown = [], set()
+    for i, example in enumerate(examples):
+        if example in shown:
+            continue
+        shown.add(example)
+        title, pre, word, post = passage(corpus, example, before)
         entries.append(PassageEntry(title, pre, word, post, float(top.score[j, i]), int(top.step[j, i]),
-                                    int(top.epoch[j, i])))
+                                    int(top.epoch[j, i]), examples.count(example)))
+        if len(entries) == n:
+            break
     return entries
 
 
 def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[LayerAnalysis], n_queries: int,
-                      before: int) -> tuple[str, str]:
-    """``(markdown, html)``: for each of the first ``n_queries`` queries, its text and prediction, then per layer
-    the top-3 training passages by attention and by contribution to the predicted word's logit."""
-    md = ["# Test queries and the training passages their layers attend to", "",
-          f"Corpus `{corpus.name}`. The key's word is **bold**; the model read up to it and the word after it is "
-          "the key's next word (the key's label). Scores: attention |k·q + 1|, contribution (r·v)(k·q + 1).", ""]
-    body = ["<h1>Test queries and the training passages their layers attend to</h1>",
-            f"<p>Corpus <code>{html.escape(corpus.name)}</code>. The key's word is <mark>marked</mark>; the word "
-            "after it is its next word.</p>"]
+                      before: int, heading: str) -> tuple[str, str]:
+    """``(markdown, html body)`` under ``heading``: for each of the first ``n_queries`` test queries, the words it
+    read, the predicted and the actual next token, then per layer the top-3 training passages (document title,
+    the key's token marked) by attention and by contribution to the predicted token's logit."""
+    text = corpus.text
+    gap = "" if corpus.level == "char" else " "  # a character's passage is shown as the text it is
+    md = [f"# {heading}", "",
+          f"Corpus `{corpus.name}` ({corpus.level} level). The key's token is **bold**; the model read up to it and "
+          "the token after it is the key's next token. Scores: attention |k·q + 1|, contribution (r·v)(k·q + 1); "
+          "a training position among a query's top units in several epochs is shown once (×n: its count).", ""]
+    body = [f"<h1>{html.escape(heading)}</h1>",
+            f"<p>Corpus <code>{html.escape(corpus.name)}</code> ({corpus.level} level). The key's token is "
+            "<mark>marked</mark>; the token after it is its next token.</p>"]
     for j in range(min(n_queries, len(queries.position))):
         p = int(queries.position[j])
         doc = corpus.test.document[p]
-        context = corpus.words(corpus.test.ids[max(0, p - before):p + 1])
-        pred, target = corpus.vocab[queries.pred[j]], corpus.vocab[queries.target[j]]
+        context = text(corpus.words(corpus.test.ids[max(0, p - before):p + 1]))
+        pred, target = text([corpus.vocab[queries.pred[j]]]), text([corpus.vocab[queries.target[j]]])
         head = f"Query {j + 1}: {corpus.titles[doc]}"
-        md += [f"## {head}", "", f"> … {' '.join(context)} → predicted **{pred}** (p = {queries.prob[j]:.3f}), "
+        md += [f"## {head}", "", f"> … {context} → predicted **{pred}** (p = {queries.prob[j]:.3f}), "
                f"actual *{target}*", ""]
         body += [f"<h2>{html.escape(head)}</h2>",
-                 f"<blockquote>… {html.escape(' '.join(context))} → predicted <b>{html.escape(pred)}</b> "
+                 f"<blockquote>… {html.escape(context)} → predicted <b>{html.escape(pred)}</b> "
                  f"(p = {queries.prob[j]:.3f}), actual <i>{html.escape(target)}</i></blockquote>"]
         for a in layers:
             for label, top in (("attention", a.scores.attention_top), ("contribution", a.scores.proponents)):
@@ -293,15 +312,19 @@ def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[Layer
                 md.append("")
                 body.append(f"<h3>{html.escape(a.name)}, top-3 by {label}</h3><ol>")
                 for e in passage_entries(corpus, top, j, 3, before):
-                    meta = f"{e.title}; step {e.step}, epoch {e.epoch}; score {e.score:.4g}"
-                    md.append(f"1. [{meta}] … {' '.join(e.before)} **{e.word}** {' '.join(e.after)} …")
-                    body.append(f"<li><small>[{html.escape(meta)}]</small> … {html.escape(' '.join(e.before))} "
-                                f"<mark>{html.escape(e.word)}</mark> {html.escape(' '.join(e.after))} …</li>")
+                    meta = f"{e.title}; step {e.step}, epoch {e.epoch}; score {e.score:.4g}; ×{e.repeats}"
+                    md.append(f"1. [{meta}] … {text(e.before)}{gap}**{text([e.word])}**{gap}{text(e.after)} …")
+                    body.append(f"<li><small>[{html.escape(meta)}]</small> … {html.escape(text(e.before))}{gap}"
+                                f"<mark>{html.escape(text([e.word]))}</mark>{gap}{html.escape(text(e.after))} …</li>")
                 md.append("")
                 body.append("</ol>")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>dual-form-lm passages</title></head><body>"
-            + "\n".join(body) + "</body></html>\n")
-    return "\n".join(md) + "\n", page
+    return "\n".join(md) + "\n", "\n".join(body)
+
+
+def passages_page(bodies: Sequence[str]) -> str:
+    """One self-contained HTML page (no scripts, no external resources) of ``passages_document`` bodies."""
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>dual-form-lm passages</title></head><body>"
+            + "\n".join(bodies) + "</body></html>\n")
 
 
 def analyse_lm(model: LSTMLanguageModel, memory: Path, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,

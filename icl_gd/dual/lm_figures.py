@@ -12,8 +12,8 @@ from icl_gd.core.plotting import plt, save_figure
 from icl_gd.dual.lm_analysis import LayerAnalysis
 
 
-def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int) -> None:
-    """``sorted_attention``, ``attention_over_training`` and ``key_removal``."""
+def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix: str = "") -> None:
+    """``{prefix}sorted_attention``, ``{prefix}attention_over_training`` and ``{prefix}key_removal``."""
     fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], layers):
         for i, curve in enumerate(a.scores.curves):
@@ -23,7 +23,7 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int) -> None
     axes[0, 0].set_ylabel("share of the query's attention")
     axes[0, -1].legend(fontsize=6)
     fig.suptitle("sorted attention scores |k·q + 1| per query", fontsize=9)
-    save_figure(fig, out, "sorted_attention")
+    save_figure(fig, out, f"{prefix}sorted_attention")
 
     fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], layers):
@@ -36,7 +36,7 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int) -> None
         ax.set_xlabel("training step of the key")
     axes[0, 0].set_ylabel("share of attention (mean over queries)")
     fig.suptitle("attention mass over training time (dashed: uniform)", fontsize=9)
-    save_figure(fig, out, "attention_over_training")
+    save_figure(fig, out, f"{prefix}attention_over_training")
 
     fig, ax = plt.subplots(figsize=(1.6 * len(layers) + 2, 3))
     pos = np.arange(len(layers))
@@ -47,4 +47,4 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int) -> None
     ax.set_ylabel("drop of p(predicted word)")
     ax.legend(fontsize=7)
     ax.set_title("removing keys from the dual sum", fontsize=9)
-    save_figure(fig, out, "key_removal")
+    save_figure(fig, out, f"{prefix}key_removal")

@@ -2,7 +2,9 @@
 
 The training stream is cut into ``batch_size`` contiguous streams (the classic word-LM batching); each optimizer step
 reads one window of ``bptt`` tokens per stream, the hidden state carried (detached) from the previous window and
-reset every epoch. The order is fixed, so a run is a pure function of its config and seed. Every row records
+reset every epoch. Training stops after ``epochs`` passes, or after ``steps`` optimizer steps when set (the authors'
+``stop_after``; an unfinished last epoch counts as an epoch). The order is fixed and the dropout masks are drawn from
+(seed, step), so a run is a pure function of its config and seed. Every row records
 its key's provenance: ``example`` = the position of the key's word in the training stream (which gives its
 document and its place there), ``label`` = the next word, ``task`` = the document, step and epoch.
 
@@ -31,12 +33,17 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
 from icl_gd.dual.corpus import Corpus, TokenStream
-from icl_gd.dual.lstm import LSTMLanguageModel, detach, record_window
+from icl_gd.dual.lstm import LSTMLanguageModel, detach, dropout_mask, record_window
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint
 from icl_gd.dual.training import RecordedSGD, recorded_step
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 CURVE_EVERY = 20  # optimizer steps between train_loss rows
+
+
+def require_probability(name: str, value: float) -> None:
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"{name} must be in [0, 1), got {value}")
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,12 @@ class LMTrainingConfig:
     layers: int = positive_int(1, "LSTM layers (1 or 2 in the paper)")
     bptt: int = positive_int(35, "tokens per truncated-BPTT window")
     batch_size: int = setting(16, "parallel streams per window")
-    epochs: int = positive_int(2, "passes over the training stream")
+    epochs: int = positive_int(2, "passes over the training stream (when steps is none)")
+    steps: int | None = positive_int(None, "stop after N optimizer steps, however many epochs that takes "
+                                           "(none: after epochs)")
+    dropout: float = setting(0.0, "dropout on the embeddings (the recorded key is the dropped input)",
+                             check=require_probability)
+    record_output: bool = setting(True, "record the output layer too (its value per token is vocabulary-wide)")
     optimizer: Literal["sgd", "adam"] = setting("sgd", "sgd: exact dual form; adam: its residual is reported")
     lr: float = setting(1.0, "initial learning rate")
     momentum: float = setting(0.9, "SGD heavy-ball momentum")
@@ -102,7 +114,8 @@ class TrainedLM:
 
 def build_model(config: LMTrainingConfig, vocab_size: int, seed: int, device: torch.device) -> LSTMLanguageModel:
     generator = torch.Generator().manual_seed(seed)
-    model = LSTMLanguageModel(vocab_size, config.embed, config.hidden, config.layers, generator)
+    model = LSTMLanguageModel(vocab_size, config.embed, config.hidden, config.layers, generator,
+                              record_output=config.record_output)
     return model.to(DTYPES[config.dtype]).to(device)
 
 
@@ -123,13 +136,15 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
     saved = load_checkpoint(checkpoint, fp)
     if saved is not None and not (memory / "manifest.json").is_file():
         saved = None  # the memory is gone (keep_memory=false, or deleted): record again from the start
-    if saved is not None and saved["finished"]:
-        model.load_state_dict(saved["model"])
-        return TrainedLM(model, memory, saved["step"], config.epochs, saved["curves"], saved["seconds"])
-    optimizer = make_optimizer(config.optimizer, model.parameters(), config)
-    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
     data = batchify(corpus.train, config.batch_size)
     windows = data.windows(config.bptt)
+    total = config.epochs * len(windows) if config.steps is None else config.steps
+    n_epochs = -(-total // len(windows))
+    if saved is not None and saved["finished"]:
+        model.load_state_dict(saved["model"])
+        return TrainedLM(model, memory, saved["step"], n_epochs, saved["curves"], saved["seconds"])
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config)
+    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
     document = torch.as_tensor(corpus.train.document)
     if saved is None:
         if memory.exists():
@@ -156,9 +171,8 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
         save_checkpoint(checkpoint, fp, payload)
 
     started = time.perf_counter()
-    total = config.epochs * len(windows)
     with progress_bar(total, f"dual-form-lm seed {seed}", progress) as update:
-        while epoch < config.epochs:
+        while recorder.step < total:
             if window == 0:
                 state = model.initial_state(config.batch_size)
             while window < len(windows):
@@ -167,10 +181,13 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
                 targets = data.ids[start + 1:start + 1 + length].reshape(-1).to(device)
                 example = data.position[start:start + length].reshape(-1)
                 provenance = Provenance(example, targets.cpu(), task=document[example], epoch=epoch)
+                mask = dropout_mask((*tokens.shape, config.embed), config.dropout, seed, recorder.step,
+                                    model.output.weight.dtype, device)
                 forward: dict = {}
 
                 def loss_of() -> torch.Tensor:
-                    h, forward["state"], forward["capture"] = model.hidden_states(tokens, state, capture=True)
+                    h, forward["state"], forward["capture"] = model.hidden_states(tokens, state, capture=True,
+                                                                                  embedding_mask=mask)
                     return nn.functional.cross_entropy(model.output(h.reshape(-1, config.hidden)), targets)
 
                 loss = recorded_step(run, provenance, loss_of, config.grad_clip, f"dual-form-lm seed {seed}",
@@ -180,7 +197,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
                 if recorder.step % CURVE_EVERY == 0:
                     curves.append({"step": recorder.step, "seed": seed, "model": "lstm", "metric": "train_loss",
                                    "value": loss.item()})
-                update(epoch * len(windows) + window, loss.item())
+                update(recorder.step, loss.item())
                 if window == len(windows):
                     epoch, window = epoch + 1, 0
                     schedule.step()
@@ -188,13 +205,13 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
                     save(finished=False)
                 if on_step is not None:
                     on_step(recorder.step)
-                if window == 0:
+                if window == 0 or recorder.step >= total:
                     break
     recorder.close()
     seconds += time.perf_counter() - started
     started = time.perf_counter()
     save(finished=True)
-    return TrainedLM(model, memory, recorder.step, config.epochs, curves, seconds)
+    return TrainedLM(model, memory, recorder.step, n_epochs, curves, seconds)
 
 
 @torch.no_grad()

@@ -5,7 +5,10 @@ of (in + hidden) → 4·hidden, gate order i, f, g, o as in ``torch.nn.LSTM``), 
 over the BPTT window with δ_t = ∂L/∂z_t: one key [x_t; h_{t-1}; 1] serves all four gates and both the input and
 recurrent weight matrices. The cell runs as an explicit loop; with ``capture`` each z_t keeps a hook that writes
 δ_t into a window buffer, which ``record_window`` hands to the recorder after the backward pass. The output layer
-is an ordinary hooked ``nn.Linear`` applied to every h_t of the window at once.
+is an ordinary hooked ``nn.Linear`` applied to every h_t of the window at once (``record_output=False`` leaves it
+out of the memory: its value is vocabulary-wide). Dropout on the embeddings (as the authors' ``RNNLanguageModel``)
+multiplies x_t by a given mask before x_t enters the gate map, so the recorded key is the dropped x_t and the dual
+form stays exact.
 """
 
 from __future__ import annotations
@@ -42,9 +45,11 @@ class Capture:
 class LSTMLanguageModel(nn.Module):
     """Embedding → ``layers`` LSTM layers → output layer over the vocabulary."""
 
-    def __init__(self, vocab_size: int, embed: int, hidden: int, layers: int, generator: torch.Generator) -> None:
+    def __init__(self, vocab_size: int, embed: int, hidden: int, layers: int, generator: torch.Generator,
+                 record_output: bool = True) -> None:
         super().__init__()
         self.hidden = hidden
+        self.record_output = record_output
         self.embedding = nn.Embedding(vocab_size, embed)
         self.gates = nn.ModuleList(nn.Linear((embed if l == 0 else hidden) + hidden, 4 * hidden)
                                    for l in range(layers))
@@ -61,15 +66,19 @@ class LSTMLanguageModel(nn.Module):
         return [(like.new_zeros(batch, self.hidden), like.new_zeros(batch, self.hidden)) for _ in self.gates]
 
     def recorded_layers(self) -> list[RecordedLayer]:
-        """The gate maps (un-hooked: ``record_window`` hands their rows over) and the hooked output layer."""
-        return [*(RecordedLayer(gate_layer_name(l), g, hooked=False) for l, g in enumerate(self.gates)),
-                RecordedLayer(OUTPUT, self.output)]
+        """The gate maps (un-hooked: ``record_window`` hands their rows over) and, with ``record_output``, the hooked
+        output layer."""
+        gates = [RecordedLayer(gate_layer_name(l), g, hooked=False) for l, g in enumerate(self.gates)]
+        return [*gates, RecordedLayer(OUTPUT, self.output)] if self.record_output else gates
 
-    def hidden_states(self, tokens: torch.Tensor, state: State, capture: bool = False
-                      ) -> tuple[torch.Tensor, State, Capture | None]:
+    def hidden_states(self, tokens: torch.Tensor, state: State, capture: bool = False,
+                      embedding_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, State, Capture | None]:
         """``tokens (L, B)`` → top-layer ``h (L, B, H)``, the final state, and with ``capture`` the keys, error
-        buffers and pre-activations of every layer."""
+        buffers and pre-activations of every layer. ``embedding_mask (L, B, E)``: dropout on the embeddings (already
+        scaled by 1/(1-p))."""
         x = self.embedding(tokens)  # (L, B, E)
+        if embedding_mask is not None:
+            x = x * embedding_mask
         L, B = tokens.shape
         H = self.hidden
         cap = Capture([], [], []) if capture else None
@@ -122,12 +131,23 @@ def record_window(recorder: DualRecorder, capture: Capture, provenance: Provenan
                         provenance)
 
 
+def dropout_mask(shape: tuple[int, ...], p: float, seed: int, step: int, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor | None:
+    """Inverted-dropout mask ``shape`` for optimizer step ``step`` of seed ``seed`` (None when p = 0): a pure function
+    of (seed, step), so a resumed run draws the masks of an uninterrupted one."""
+    if p <= 0:
+        return None
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    keep = torch.rand(shape, generator=generator, dtype=torch.float64) >= p
+    return (keep.to(dtype) / (1.0 - p)).to(device)
+
+
 def detach(state: State) -> State:
     return [(h.detach(), c.detach()) for h, c in state]
 
 
 def layer_modules(model: LSTMLanguageModel) -> dict[str, nn.Linear]:
-    """Recorded layer name → its module, in recording order."""
+    """Recorded layer name → its module, in recording order (the output layer only with ``record_output``)."""
     return {spec.name: spec.module for spec in model.recorded_layers()}
 
 

@@ -86,6 +86,41 @@ DEPARTURES: tuple[Departure, ...] = (
     Departure(_IR, "dual-form", "seeds and keys", "5 seeds; attention |x·q| over stored keys only, never checked",
               "1 seed; keys and values stored, W_T rebuilt and checked in float64",
               "the dual form is verified, not assumed"),
+    # dual-form-lm: their tasks/simple/ff_as_attention/language_lstm_ff_attention*.py with
+    # sweeps/ff_as_attention/ff_as_attention_{aeshop,wikitext2}.yaml and main.py's enwik8_lstm profile; the paper
+    # preset's value is ours where it still departs from theirs.
+    Departure(_IR, "dual-form-lm", "book text", "Aesop's Fables (Project Gutenberg 49010, downloaded), character "
+              "level, last 10% of the file as test", "The Devil's Dictionary (Debian dict-devil, offline), character "
+              "level over its tokenised text (detokenised), split by entry (5% valid, 10% test)",
+              "offline; the same kind of small public-domain book of short titled pieces; entries give each passage "
+              "a title"),
+    Departure(_IR, "dual-form-lm", "book model", "embedding 64 → linear adapter → LSTM 1024, output 1024 → chars",
+              "embedding 64 straight into an LSTM 256 (paper preset; 128 default)",
+              "the key store: theirs would hold 32M units of width 2049 keys + 4096 values; an adapter is a linear "
+              "map the gate weights can absorb"),
+    Departure(_IR, "dual-form-lm", "book training", "Adam lr 1e-3, wd 1e-7, clip 1, batch 64 × unroll 100, 5000 "
+              "steps, state reset with p = 0.01", "paper preset: the same Adam, clip and unroll, batch 16, 1000 "
+              "steps, no random state reset (default: SGD lr 1 for an exact dual form, 3 epochs)",
+              "CPU time and the key store (about 1.6M units); SGD keeps the default's dual form exact"),
+    Departure(_IR, "dual-form-lm", "wiki text", "WikiText-2 (2.1M training tokens, its own 33k vocabulary and "
+              "<unk>)", "gensim's bundled Wikipedia sample (106 articles, ~0.6M tokens, `corpus=auto`; a WikiText-2 "
+              "directory is read when given as corpus=PATH), vocabulary 20 000 (paper) / 10 000 (default) most "
+              "frequent training words", "the largest Wikipedia-like text that installs offline; the <unk> share "
+              "is reported (metrics unk_share_test)"),
+    Departure(_IR, "dual-form-lm", "wiki training", "state 200 (embedding 200), dropout 0.5, Adam lr 3e-3, wd "
+              "1e-7, clip 0.3, batch 128 × unroll 100, 10 000 steps, 5 seeds",
+              "paper preset: the same model, dropout, Adam, clip and unroll, batch 32, 600 steps, 3 seeds "
+              "(default: embedding 64, state 128, SGD lr 1, batch 16 × 35, 2 epochs of 60k tokens)",
+              "CPU time (their budget is ~40× ours); 3 seeds give intervals"),
+    Departure(_IR, "dual-form-lm", "wiki.training.record_output", "every Linear's input stored (output layer "
+              "included), keys only", "false: the gate map is recorded, the output layer is not",
+              "the output layer's value is vocabulary-wide (80 kB a token at 20 000 words); we store values to "
+              "verify the dual form"),
+    Departure(_IR, "dual-form-lm", "attention and passages", "|k·q| over stored keys (no bias key); a query is "
+              "the state after 100 tokens of context plus greedy generation; top-3 per update (repeats skipped) "
+              "and summed per position", "|k·q + 1| (bias key); the query reads 100 test tokens and predicts the "
+              "next; top-3 distinct training positions by attention and by contribution",
+              "the bias is part of the layer; a query with a true next token to compare with"),
 )
 
 
