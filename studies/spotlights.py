@@ -110,7 +110,8 @@ def run_seed(config: SpotlightsConfig, task: ClassificationTask, seed: int, ctx:
         checkpoints, lrs = [], []
         full = retrain(config.training, task, np.arange(n), seed, device, on_epoch=lambda e, m, lr: (
             checkpoints.append({k: v.detach().clone() for k, v in m.state_dict().items()}), lrs.append(lr)))
-        drift = max(float((a - b).abs().max()) for a, b in zip(full.parameters(), trained.model.parameters()))
+        drift = max(float((a - b).abs().max()) for a, b in zip(full.state_dict().values(),
+                                                                trained.model.state_dict().values()))
         x = torch.as_tensor(task.data.test_x[:config.n_queries], dtype=torch.float64, device=device)
         target_class = trained.model(x).argmax(1).cpu().numpy()
         scores = dual_scores(trained, x, n)

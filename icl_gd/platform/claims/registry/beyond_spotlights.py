@@ -3,6 +3,28 @@ leave-k-out) and against attribution methods. Each claim is marked as ours, beyo
 
 from __future__ import annotations
 
-from icl_gd.platform.claims.model import Claim
+from icl_gd.platform.claims.model import Claim, Direction, Kind, RunPlan
+from icl_gd.platform.claims.statistics import Ratio
+from icl_gd.platform.departures import IRIE
 
-BEYOND_SPOTLIGHT_CLAIMS: tuple[Claim, ...] = ()
+# One seed of the default study (digits MLP, 50 queries, 50 half-size subsets x 3 retraining seeds, leave-k-out for
+# 6 queries x 6 methods x k in 10, 40, 160 x 3 seeds): see docs/studies/spotlights.md for the measured wall time.
+SPOTLIGHTS = RunPlan("spotlights", seeds=3, quick_seeds=2, estimate_s=300,
+                     quick_overrides=("subsets=20", "retrain_seeds=2", "loo_queries=3", "n_queries=20"),
+                     quick_estimate_s=90)
+
+BEYOND_SPOTLIGHT_CLAIMS: tuple[Claim, ...] = (
+    Claim(id="beyond-spotlights-move", paper=IRIE, kind=Kind.BEYOND,
+          location="not in the paper: ours (issue 23), a test of their reading of the training patterns with most "
+                   "attention (\"spotlights\", their plot_attention.py figures) as the patterns the network uses",
+          statement="Removing the 40 training images a test prediction attends to most (attention summed over the "
+                    "three layers) and retraining moves the predicted class's logit further than removing 40 random "
+                    "training images and retraining.",
+          runs=(SPOTLIGHTS,),
+          statistic=Ratio("loo_move_attention_sum_k40", ("loo_move_random_k40",)),
+          measures="mean over queries of |Δ logit| after removing the top-40 attended examples and retraining "
+                   "(3 seeds averaged), over the same for 40 random examples",
+          threshold=1.0, direction=Direction.ABOVE,
+          threshold_source="ours: 'move more than random' states a direction only, so a ratio of 1",
+          quick_decisive=False, figures=("figures/spotlights.png",)),
+)
