@@ -5,7 +5,7 @@ from __future__ import annotations
 from icl_gd.platform.departures import IRIE, VON_OSWALD
 from icl_gd.platform.claims.model import Claim, Direction, Kind
 from icl_gd.platform.claims.statistics import metric, worst_identity
-from icl_gd.platform.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM, VERIFY
+from icl_gd.platform.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
 from icl_gd.platform.claims.registry.rules import RULES as _RULES
 
 
@@ -53,7 +53,8 @@ CONSTRUCTION_CHECKS: tuple[Claim, ...] = (
           direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum",
           figures=("figures/verification_errors.png", "figures/top_training_images_single.png")),
     Claim(id="irie-lm-exact", paper=IRIE, location="§4", kind=Kind.CONSTRUCTION,
-          statement="The LSTM language model's output layer and gate maps equal their dual form.", runs=(DUAL_FORM_LM,),
+          statement="The LSTM language model's output layer and gate maps equal their dual form.",
+          runs=(DUAL_FORM_LM_SGD,),
           statistic=metric("verify_max_rel_error"),
           measures="max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", threshold=1e-4,
           direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum"),
