@@ -10,7 +10,9 @@ GD++ as a curvature correction: the condition number of the context covariance X
 transforms, each trained layer's read-off transform and each trained layer's actual token states (``cond_*``,
 ``conditioning.csv``). An honest "trained beats GD++": GD++ is also scored under the trained model's activation
 clipping and re-tuned from the schedule read off each trained model; ``trained_beats_gdpp_best`` is 1 only if the
-trained model beats the best of those on the test tasks. ``--set block=transformer`` trains attention + LayerNorm
+trained model beats the best of those on the test tasks. ``--set gdpp_adam_steps=...`` (the paper preset: their
+counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then Adam on fresh batches; ``*_gdpp_adam``), the
+tuning behind the paper's figures. ``--set block=transformer`` trains attention + LayerNorm
 + MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same tasks, against the same GD and GD++.
 """
 
@@ -27,11 +29,12 @@ from icl_gd.constructions.gdpp import gdpp_model
 from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, InFloat64, ZeroPredictor
 from icl_gd.regression.conditioning import condition_per_step, gdpp_transformed_inputs
 from icl_gd.core.config import require_positive_ints, setting
+from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.depth import DepthSweep, reference_depth_rows, trained_depth_rows
 from icl_gd.regression.lsa import LSAModel
-from icl_gd.regression.tuning import tune_gd, tune_gdpp
+from icl_gd.regression.tuning import authors_gdpp_adam_steps, tune_gd, tune_gdpp, tune_gdpp_adam
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.progress import phased
 from icl_gd.core.plotting import (alignment_curves_figure, condition_figure, depth_figure, effective_params_figure,
@@ -40,6 +43,7 @@ from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, parts, relative_gap
+from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
 
@@ -55,12 +59,25 @@ class MultiLayerConfig(RegressionConfig):
                                                             "runs past the training depth")
     iterate_update: str = setting("all", "tied stacks, runs past the training depth: all = the whole update (GD++ "
                                          "needs its x transform); y = only the y slots (the authors' y_update)")
+    gdpp_adam_steps: int | None = setting(0, "also tune GD++ as the authors do (grid-scanned start, then Adam on "
+                                             "fresh batches; loss_gdpp_adam): this many Adam steps; none: theirs "
+                                             "(1000 recurrent, 30 000 separate); 0: off")
+    gdpp_adam_batch: int = setting(512, "tasks per Adam step of the authors' GD++ tuning (theirs: 512)")
     tune_from_trained: bool = setting(True, "LSA blocks: also tune GD++ from the (η_k, γ_k) read off each trained "
                                             "model (loss_gdpp_from_trained; part of loss_gdpp_best)")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_ood", "max_applications")
+        require_positive_ints(self, "n_ood", "max_applications", "gdpp_adam_batch")
+        if self.gdpp_adam_steps is not None and (not isinstance(self.gdpp_adam_steps, int) or self.gdpp_adam_steps < 0):
+            raise ConfigError(f"gdpp_adam_steps must be a non-negative integer or none, got {self.gdpp_adam_steps!r}")
         self.depth_sweep()
+
+    @property
+    def adam_steps(self) -> int:
+        """Adam steps of the authors' GD++ tuning (0: not run)."""
+        if self.gdpp_adam_steps is None:
+            return authors_gdpp_adam_steps(self.model.shared_steps)
+        return self.gdpp_adam_steps
 
     def depth_sweep(self) -> DepthSweep:
         return DepthSweep(self.max_applications, self.dampings, self.iterate_update)
@@ -76,6 +93,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     references = {"gd": GDPredictor(layout, gd.etas), "gdpp": GDPPPredictor(layout, gdpp)}
     for name, predictor in references.items():
         run.add_reference(name, predictor)
+    gdpp_adam = authors_tuned_gdpp(run, tune) if config.adam_steps else None
+    if gdpp_adam is not None:  # a second GD++ tuning: scored and drawn, not aligned at every evaluation
+        run.add_reference("gdpp_adam", GDPPPredictor(layout, gdpp_adam), align=False, curve="gdpp (authors' tuning)")
     constructed = gdpp_model(layout.d_x, layout.d_y, config.task.n_context, gdpp.etas, gdpp.gammas,
                              recurrent=shared, dtype=torch.float32).to(run.device)
     x_test = run.test_batch.x_context.double()
@@ -88,6 +108,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
               "gdpp_gamma": _scalar_if(shared, gdpp.gammas), **clipped_reference_losses(run, gd, gdpp),
               **condition_metrics("data", reference_cond["data (GD)"], scalar=True),
               **condition_metrics("gdpp", reference_cond["GD++ tuned"])}
+    if gdpp_adam is not None:
+        common.update({"gdpp_adam_eta": _scalar_if(shared, gdpp_adam.etas),
+                       "gdpp_adam_gamma": _scalar_if(shared, gdpp_adam.gammas)})
     lsa_blocks = config.model.block == "lsa"
 
     def model(seed: int) -> nn.Module:
@@ -113,6 +136,23 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         write_json(ctx.out / "weights.json", {seed: [dataclasses.asdict(w) for w in m.weights()]
                                               for seed, m in models.items()})
     return run.finish(lambda mean: figures(run, mean))
+
+
+def authors_tuned_gdpp(run: RegressionRun, tune: Any) -> GDPPParams:
+    """GD++ tuned as the authors' ``pre_train_gd_hps`` (``tuning.tune_gdpp_adam``): the η scan on the held-out
+    tuning tasks, then Adam on fresh batches of the tuning stream (steps 1, 2, ...; step 0 is the tuning set), with
+    their learning rate and gradient clipping for the depth."""
+    config = run.config
+    K, ev = config.model.layers, config.evaluation
+    task = run.token_task.task  # type: ignore[attr-defined]
+
+    def batch(step: int) -> tuple[torch.Tensor, ...]:
+        b = task.sample(config.gdpp_adam_batch, ev.test_seed, 1 + step, Stream.TUNE, run.device, torch.float64)
+        return b.x_context, b.y_context, b.x_query, b.y_query
+
+    return tune_gdpp_adam((tune.x_context, tune.y_context, tune.x_query, tune.y_query), batch, K,
+                          shared=config.model.shared_steps, adam_steps=config.adam_steps,
+                          lr=5e-4 if K > 3 else 1e-3, grad_clip=10.0 if K > 2 else 1e-3)
 
 
 def clipped_reference_losses(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -> dict[str, float]:
@@ -182,6 +222,7 @@ def seed_metrics(run: RegressionRun, seed: int, model: nn.Module, untrained: nn.
         "loss_trained_per_layer": per_layer_losses(run, states),
         "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
         "loss_rel_gap_trained_vs_gdpp": relative_gap(trained.loss, gdpp.loss),
+        **adam_tuned_metrics(run, trained),
         **condition_metrics("trained", condition_per_step([s[:, :-1, :d_x].double() for s in states])),
         **_suffixed(trained, gd, "_gd"),
         **_suffixed(trained, gdpp, "_gdpp"),
@@ -189,6 +230,17 @@ def seed_metrics(run: RegressionRun, seed: int, model: nn.Module, untrained: nn.
         **_suffixed(gd, gdpp, "_gdpp", prefix="gd_"),
         **alignment_peak(run.tables["curves"], seed),
     }
+
+
+def adam_tuned_metrics(run: RegressionRun, trained: Scored) -> dict[str, Any]:
+    """Against GD++ tuned the authors' way, when it was run: its loss, the trained model's gap to it and their
+    alignment (``*_gdpp_adam``)."""
+    if "gdpp_adam" not in run.references:
+        return {}
+    reference = run.references["gdpp_adam"]
+    return {"loss_gdpp_adam": reference.loss,
+            "loss_rel_gap_trained_vs_gdpp_adam": relative_gap(trained.loss, reference.loss),
+            **_suffixed(trained, reference, "_gdpp_adam")}
 
 
 def read_off_metrics(run: RegressionRun, model: LSAModel, gd: GDPPParams, tune: Any) -> dict[str, Any]:
@@ -267,9 +319,10 @@ def figures(run: RegressionRun, mean: dict[str, Any]):
 
 def paper_config() -> MultiLayerConfig:
     """The authors' notebook (constructed_token_setup): one seed, 1000 tasks per OOD point, the trained tied
-    layer run past its depth with damping 0.75 updating y only; every training and test setting is already theirs
+    layer run past its depth with damping 0.75 updating y only, GD++ also tuned their way; every training and test setting is already theirs
     (the depth rules, batch 2048, 10 000 test tasks, an evaluation every 100 steps)."""
-    return MultiLayerConfig(evaluation=EvaluationConfig(seeds=1), n_ood=1000, dampings=(0.75,), iterate_update="y")
+    return MultiLayerConfig(evaluation=EvaluationConfig(seeds=1), n_ood=1000, dampings=(0.75,), iterate_update="y",
+                            gdpp_adam_steps=None)
 
 
 STUDY = Study(

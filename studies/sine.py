@@ -26,7 +26,7 @@ from icl_gd.constructions.prop2 import (TunedReadout, frozen_gd_baseline, prop2_
 from icl_gd.regression.baselines import ZeroPredictor
 from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.evaluation import alignment_metrics
+from icl_gd.regression.evaluation import alignment_metrics, relative_prediction_rms
 from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
 from icl_gd.core.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
@@ -44,12 +44,15 @@ class SineTaskConfig:
     n_context: int = setting(10, "context pairs per task, N")
     input_range: float = setting(10.0, "inputs x ~ U(-r/2, r/2) with r = input_range (the authors': [-5, 5])")
     correlated: bool = setting(False, "the authors' law: amplitude and phase from one uniform number per task")
+    amplitude: tuple[float, float] = setting((0.1, 0.5), "amplitude a ~ U(low, high) (the authors' code: 0.1,0.5; "
+                                                         "App. A.7's text: 0.1,5 with correlated=false)")
 
     def __post_init__(self) -> None:
         self.build()
 
     def build(self) -> SineTask:
-        return SineTask(n_context=self.n_context, input_range=self.input_range, correlated=self.correlated)
+        return SineTask(n_context=self.n_context, input_range=self.input_range, correlated=self.correlated,
+                        amplitude=self.amplitude)
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,8 @@ def seed_metrics(run: RegressionRun, model: FeatureLSAModel, baseline: MetaLearn
         **alignment_metrics("", trained, kernel_scored),
         **alignment_metrics("vs_prop2_own_", trained, own_scored),
         **alignment_metrics("vs_meta_", trained, meta_tuned),
+        # Fig. 4 (left): the learned function (after the context) against the meta-learned MLP's, over the input range
+        "vs_meta_function_rel_rms": relative_prediction_rms(trained, meta_tuned),
     }
     predictors = {"mlp+lsa (trained)": model, "meta-learned mlp + 1 GD step": meta,
                   "prop2 on trained kernel": own_kernel}
@@ -258,13 +263,20 @@ def paper_config() -> SineConfig:
         evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=500))
 
 
+def paper_text_law_config() -> SineConfig:
+    """``paper`` with App. A.7's text's law instead of the authors' code's: a ~ U(0.1, 5) and ρ ~ U(0, π)
+    independent."""
+    paper = paper_config()
+    return replace(paper, task=replace(paper.task, correlated=False, amplitude=(0.1, 5.0)))
+
+
 STUDY = Study(
     name="sine",
     summary="MLP features + one LSA layer vs a meta-learned MLP taking one GD step, on sine tasks (Prop. 2)",
     default_config=SineConfig,
     run=run,
     default_threads=1,
-    presets={"paper": paper_config},
+    presets={"paper": paper_config, "paper-text-law": paper_text_law_config},
     memory=lambda config: regression_memory(config, d=1, heads=1),  # x is a scalar; one head
     resolved_training=QuickRegressionConfig.train_config,
 )

@@ -21,7 +21,8 @@ from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, Zero
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.depth import DepthSweep, depth_metrics, reference_depth_rows, trained_depth_rows
+from icl_gd.regression.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
+                                     trained_depth_rows)
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
 from icl_gd.regression.lsa import LSAModel
@@ -84,6 +85,8 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
     depth, test = config.depth_sweep(), run.test
     gd_depth = reference_depth_rows(depth, layout, test.tokens, test.targets, {"gd": GDPPParams((etas[0],), (0.0,))}
                                     ) if iterate else []
+    if iterate:  # which test tasks GD's repeated step λη cannot converge on (docs/studies/single-layer.md)
+        common.update(gd_instability(run.test_batch.x_context, etas[0], config.dampings))
     for seed, model in models.items():
         interpolated = interpolate_models(model, constructed, 0.5)
         run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})

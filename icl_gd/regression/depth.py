@@ -76,24 +76,46 @@ def reference_depth_rows(sweep: DepthSweep, layout: ContextLayout, tokens: torch
     return rows
 
 
+def median_task_loss(prediction: torch.Tensor, targets: torch.Tensor) -> float:
+    """The median over tasks of 0.5 ‖ŷ - y‖² (B, d_y each): the typical task's loss, which one diverging task in
+    ten thousand cannot move (the mean, ``regression_loss``, it can)."""
+    return float((0.5 * ((prediction.double() - targets.double()) ** 2).sum(-1)).median())
+
+
 def depth_rows(curves: Mapping[str, Sequence[torch.Tensor]], targets: torch.Tensor, damping: float
                ) -> list[dict[str, Any]]:
-    """Rows {damping, applications, model, loss} of each model's predictions after n = 1, 2, ... applications."""
+    """Rows {damping, applications, model, loss, median_loss} of each model's predictions after n = 1, 2, ...
+    applications: the mean (the paper's) and the median over tasks of the loss."""
     rows = []
     for name, predictions in curves.items():
         for n, prediction in enumerate(predictions, start=1):
-            loss = regression_loss(prediction, targets)
-            rows.append({"damping": damping, "applications": n, "model": name,
-                         "loss": loss if loss == loss else float("inf")})  # NaN only after overflow
+            loss, median = regression_loss(prediction, targets), median_task_loss(prediction, targets)
+            rows.append({"damping": damping, "applications": n, "model": name,  # NaN only after overflow
+                         "loss": loss if loss == loss else float("inf"),
+                         "median_loss": median if median == median else float("inf")})
     return rows
 
 
 def depth_metrics(rows: Sequence[dict[str, Any]], dampings: Sequence[float]) -> dict[str, list[float]]:
-    """Per model of the rows (in their order): ``depth_loss_<model>``, the loss after the last application, and
-    ``depth_min_loss_<model>``, the least loss over all of them, one value per damping."""
+    """Per model of the rows (in their order), one value per damping: ``depth_loss_<model>``, the mean loss after
+    the last application, ``depth_median_loss_<model>`` the median over tasks there, and ``depth_min_loss_<model>``,
+    the least mean loss over all applications."""
     out: dict[str, list[float]] = {}
     for name in dict.fromkeys(r["model"] for r in rows):
-        by_damping = [[r["loss"] for r in rows if r["model"] == name and r["damping"] == g] for g in dampings]
-        out[f"depth_loss_{name}"] = [losses[-1] for losses in by_damping]
-        out[f"depth_min_loss_{name}"] = [min(losses) for losses in by_damping]
+        mine = [[r for r in rows if r["model"] == name and r["damping"] == g] for g in dampings]
+        out[f"depth_loss_{name}"] = [rs[-1]["loss"] for rs in mine]
+        out[f"depth_median_loss_{name}"] = [rs[-1]["median_loss"] for rs in mine]
+        out[f"depth_min_loss_{name}"] = [min(r["loss"] for r in rs) for rs in mine]
     return out
+
+
+def gd_instability(x_context: torch.Tensor, eta: float, dampings: Sequence[float]) -> dict[str, list[float]]:
+    """Why repeated GD steps blow up on a few tasks: a step of size λη on L(W) = 1/(2N) Σ ‖W x_i - y_i‖² maps the
+    error W - W* by I - λη XᵀX / N, which grows without bound when λη λ_max(XᵀX / N) > 2, however well η suits
+    one step. Per damping λ: ``gd_unstable_share``, the share of the tasks ``x_context (B, N, d)`` where that
+    holds, and ``gd_max_contraction_rate``, the largest λη λ_max(XᵀX / N) among them (< 2: every task converges)."""
+    x = x_context.double()
+    top = torch.linalg.eigvalsh(x.transpose(1, 2) @ x / x.shape[1])[:, -1]  # (B,) λ_max(XᵀX / N)
+    rates = [damping * eta * top for damping in dampings]
+    return {"gd_unstable_share": [float((r > 2).double().mean()) for r in rates],
+            "gd_max_contraction_rate": [float(r.max()) for r in rates]}

@@ -55,3 +55,12 @@ def alignment_metrics(prefix: str, scored: Scored, reference: Scored) -> dict[st
     a = scored.alignment_with(reference)
     return {f"{prefix}pred_diff": a.pred_diff, f"{prefix}cos_sensitivity": a.cos_sensitivity,
             f"{prefix}sensitivity_diff": a.sensitivity_diff}
+
+
+def relative_prediction_rms(scored: Scored, reference: Scored) -> float:
+    """√(mean ‖ŷ - ŷ_ref‖²) / √(mean ‖ŷ_ref‖²) over the test tasks: how far one learned function is from another,
+    relative to the reference's size (the test queries cover the input range, so this is their L2 distance over
+    it; 0 when the functions coincide, about √2 for unrelated functions of equal size)."""
+    difference = ((scored.prediction.double() - reference.prediction.double()) ** 2).sum(-1).mean()
+    size = (reference.prediction.double() ** 2).sum(-1).mean()
+    return float((difference / size).sqrt())

@@ -46,13 +46,17 @@ class RegressionTaskConfig:
     input_range: float = setting(1.0, "inputs x ~ U(-r/2, r/2)^d with r = input_range")
     weight_scale: float = setting(1.0, "task weights W ~ N(0, I) times this")
     label_noise: float = setting(0.0, "std of Gaussian noise added to every label")
+    train_tasks: int = setting(0, "0: fresh training tasks every step; M > 0: a fixed training set of M tasks drawn "
+                                  "once from the seed (App. A.12, Fig. 16; batch_size=M is their full-batch "
+                                  "training)")
 
     def __post_init__(self) -> None:
         self.build()  # the task validates every value
 
     def build(self) -> LinearRegressionTask:
         return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=UniformInputs(self.input_range),
-                                    weight_scale=self.weight_scale, label_noise=self.label_noise)
+                                    weight_scale=self.weight_scale, label_noise=self.label_noise,
+                                    train_tasks=self.train_tasks)
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,10 @@ class RegressionConfig:
     def train_config(self) -> TrainConfig:
         """The training settings resolved for the model's depth (every model part has ``layers`` and
         ``recurrent``)."""
+        train_tasks = getattr(self.task, "train_tasks", 0)
+        if train_tasks and self.training.batch_size > train_tasks:
+            raise ConfigError(f"batch_size {self.training.batch_size} exceeds the fixed training set of "
+                              f"train_tasks={train_tasks} tasks: set batch_size={train_tasks} (full batch) or less")
         return self.training.resolve(self.model.layers, self.model.recurrent, self.evaluation.eval_every)
 
 

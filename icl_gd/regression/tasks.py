@@ -23,6 +23,7 @@ class Stream(enum.IntEnum):
     TRAIN = 0
     TEST = 1
     TUNE = 2
+    POOL = 3  # a fixed training set, drawn once per seed (``LinearRegressionTask.train_tasks``)
 
 
 def make_generator(seed: int, step: int, stream: Stream, device: torch.device | str = "cpu") -> torch.Generator:
@@ -158,6 +159,10 @@ class LinearRegressionTask(AddressedTask):
     """y = W x (+ noise): W ~ N(0, I) · weight_scale, x from ``inputs``; N context pairs and one query.
 
     ``n_distractors`` of the N context labels are replaced by N(0, 1) noise (positions drawn per task).
+    ``train_tasks`` = M > 0 fixes the training set (von Oswald et al. App. A.12, Fig. 16): the training stream's
+    batches then come from M tasks drawn once from the seed (stream POOL): the whole set, in a fixed order, when the
+    batch size is M (their full-batch training), else a fresh random subset of it at every step. Test and tuning
+    tasks stay fresh.
     """
 
     d: int = 10
@@ -167,6 +172,7 @@ class LinearRegressionTask(AddressedTask):
     weight_scale: float = 1.0
     label_noise: float = 0.0
     n_distractors: int = 0
+    train_tasks: int = 0
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "d", "n_context", "d_y")
@@ -174,6 +180,24 @@ class LinearRegressionTask(AddressedTask):
         require_non_negative("label_noise", self.label_noise)
         if not 0 <= self.n_distractors <= self.n_context:
             raise ConfigError(f"n_distractors must be in 0..n_context={self.n_context}, got {self.n_distractors}")
+        if not isinstance(self.train_tasks, int) or isinstance(self.train_tasks, bool) or self.train_tasks < 0:
+            raise ConfigError(f"train_tasks must be a non-negative integer (0: fresh tasks), got {self.train_tasks!r}")
+
+    def sample(self, batch_size: int, seed: int, step: int = 0, stream: Stream = Stream.TRAIN,
+               device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> RegressionBatch:
+        """The batch of (seed, step, stream); with ``train_tasks`` = M, a training batch comes from the seed's M
+        fixed tasks (the class docstring)."""
+        if stream is not Stream.TRAIN or self.train_tasks == 0:
+            return super().sample(batch_size, seed, step, stream, device, dtype)
+        if batch_size > self.train_tasks:
+            raise ConfigError(f"batch_size {batch_size} exceeds the fixed training set of train_tasks="
+                              f"{self.train_tasks} tasks")
+        pool = super().sample(self.train_tasks, seed, 0, Stream.POOL, device, dtype)
+        if batch_size == self.train_tasks:
+            return pool
+        pick = torch.randperm(self.train_tasks, generator=make_generator(seed, step, stream, device),
+                              device=device)[:batch_size]
+        return RegressionBatch(pool.x[pick], pool.y[pick], pool.w[pick])
 
     def draw(self, batch_size: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> RegressionBatch:
         B, N, d, dy = batch_size, self.n_context, self.d, self.d_y

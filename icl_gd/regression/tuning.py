@@ -226,3 +226,76 @@ def _gdpp_candidates(
     for extra in extra_starts:
         candidates += [extra, *descend(extra.etas, extra.gammas)]
     return candidates
+
+
+# ---------------------------------------------------------------------------------------------------- the authors' tuning
+TaskBatch = Callable[[int], tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+AUTHORS_SCAN_ETAS = tuple(0.001 + 0.1 * i for i in range(250))  # their scan_lrs: np.arange(0.001, 25, 0.1)
+
+
+def authors_gdpp_adam_steps(recurrent: bool) -> int:
+    """The authors' Adam steps for GD++'s (η, γ): 1000 for a recurrent stack, 30 000 for separate layers."""
+    return 1000 if recurrent else 30_000
+
+
+@phased("tuning GD++ the authors' way (grid scan, then Adam)")
+def tune_gdpp_adam(
+    scan: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], batch: TaskBatch, n_steps: int,
+    shared: bool, adam_steps: int, lr: float, grad_clip: float, scan_etas: Sequence[float] = AUTHORS_SCAN_ETAS,
+) -> GDPPParams:
+    """GD++'s (η_k, γ_k) tuned as the authors' ``pre_train_gd_hps`` does (their constructed_token_setup notebook).
+
+    1. Grid scan (their ``scan_lrs`` with ``lin_diag``): one η for every step, each with γ = η/N² (their GD++
+       start: value x-block +I, projection x-block -η/N² I), the η of least K-step loss on ``scan`` (x (B, N, d),
+       y (B, N, d_y), x_query (B, d), y_query (B, d_y); here held-out tuning tasks, theirs were the test tasks).
+    2. Adam (β = (0.9, 0.999), learning rate ``lr``; gradients clipped to global norm ``grad_clip``) for
+       ``adam_steps`` steps, each on a fresh batch ``batch(step)``, over the four entries their gradient mask
+       leaves free in each layer (or in the one shared layer, ``shared``): the projection's and the value's
+       x-block scalars (p_x, v_x; their gradient is the mean of the diagonal's) and y entries (p_y, v_y), so
+       γ_k = -p_x v_x and η_k = -N p_y v_y. Adam steps these factors, not (η, γ): the parametrisation is theirs
+       because Adam's steps depend on it.
+    Computed in float64 (theirs: float32); no activation clipping (theirs clips at 10 from 4 layers on).
+    """
+    if not isinstance(n_steps, int) or n_steps <= 0:
+        raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
+    if not isinstance(adam_steps, int) or adam_steps < 0:
+        raise ConfigError(f"adam_steps must be a non-negative integer, got {adam_steps!r}")
+    x, y, x_query, y_query = in_float64(*scan)
+    N, d = x.shape[1], x.shape[2]
+
+    def coupled(eta: float) -> GDPPParams:
+        return GDPPParams((eta,) * n_steps, (eta / N ** 2,) * n_steps)
+
+    with torch.no_grad():
+        losses = [gdpp_loss(x, y, x_query, y_query, coupled(eta)) for eta in scan_etas]
+    finite = [(value, eta) for value, eta in zip(losses, scan_etas) if value == value and value < float("inf")]
+    if not finite:
+        raise DivergenceError("the authors' η scan: every GD++ start has a non-finite loss")
+    eta0 = min(finite)[1]
+    n_free = 1 if shared else n_steps
+    # per free layer: p_x, v_x, p_y, v_y as in their lin_diag construction
+    factors = torch.tensor([[-eta0 / N ** 2, 1.0, eta0 / N, -1.0]] * n_free, dtype=torch.float64, requires_grad=True)
+    optimiser = torch.optim.Adam([factors], lr=lr, betas=(0.9, 0.999), eps=1e-8)
+    x_block_mean = torch.tensor([1 / d, 1 / d, 1.0, 1.0], dtype=torch.float64)  # their mean over the diagonal
+
+    def params_of(f: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        etas, gammas = -N * f[:, 2] * f[:, 3], -f[:, 0] * f[:, 1]
+        return etas.expand(n_steps) if shared else etas, gammas.expand(n_steps) if shared else gammas
+
+    for step in range(adam_steps):
+        tick("Adam steps on GD++'s (η, γ)")
+        bx, by, bq, byq = in_float64(*batch(step))
+        optimiser.zero_grad()
+        etas, gammas = params_of(factors)
+        query_loss(gdpp_predict(bx, by, bq, etas, gammas), byq).backward()
+        with torch.no_grad():
+            grad = factors.grad.mul_(x_block_mean)
+            # their global norm counts each x-block scalar's (mean) gradient once per diagonal entry
+            norm = float((grad ** 2 / x_block_mean).sum().sqrt())
+            if norm > grad_clip:
+                grad.mul_(grad_clip / norm)
+        optimiser.step()
+    etas, gammas = (tuple(float(v) for v in t.detach()) for t in params_of(factors))
+    if not all(v == v and abs(v) < float("inf") for v in etas + gammas):
+        raise DivergenceError("the authors' GD++ tuning diverged (non-finite η or γ)")
+    return GDPPParams(etas, gammas)

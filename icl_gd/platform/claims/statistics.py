@@ -145,12 +145,15 @@ class OodGap:
         return max(gaps)
 
 
-def _depth_curves(evidence: SeedEvidence, damping: float, plan: int) -> dict[str, list[float]]:
-    """model -> mean test loss after n = 1, 2, ... applications at ``damping`` (``depth.csv``)."""
+def _depth_curves(evidence: SeedEvidence, damping: float, plan: int, column: str = "loss") -> dict[str, list[float]]:
+    """model -> test loss (``column``: ``loss`` the mean over tasks, ``median_loss`` the median) after n = 1, 2,
+    ... applications at ``damping`` (``depth.csv``)."""
     curves: dict[str, dict[int, float]] = {}
     for row in _table(evidence, "depth.csv", plan):
+        if column not in row:
+            raise MissingEvidence(f"depth.csv has no column {column!r}")
         if math.isclose(float(row["damping"]), damping):
-            curves.setdefault(row["model"], {})[int(row["applications"])] = float(row["loss"])
+            curves.setdefault(row["model"], {})[int(row["applications"])] = float(row[column])
     if not curves:
         raise MissingEvidence(f"depth.csv has no rows at damping {damping}")
     return {model: [by_n[n] for n in sorted(by_n)] for model, by_n in curves.items()}
@@ -176,15 +179,17 @@ class RolloutGap:
 
 @dataclass(frozen=True)
 class RolloutRise:
-    """The largest step-to-step relative change (L(n+1) - L(n)) / L(n) of ``models``' mean loss over n at
-    ``damping`` (``depth.csv``): below 0 when every application lowers every model's loss."""
+    """The largest step-to-step relative change (L(n+1) - L(n)) / L(n) of ``models``' loss over n at ``damping``
+    (``depth.csv``; ``column``: ``loss``, the mean over tasks, or ``median_loss``): below 0 when every application
+    lowers every model's loss."""
 
     damping: float
     models: tuple[str, ...] = ("trained", "gd")
     plan: int = 0
+    column: str = "loss"
 
     def __call__(self, evidence: SeedEvidence) -> float:
-        curves = _depth_curves(evidence, self.damping, self.plan)
+        curves = _depth_curves(evidence, self.damping, self.plan, self.column)
         missing = [m for m in self.models if m not in curves or len(curves[m]) < 2]
         if missing:
             raise MissingEvidence(f"depth.csv has no curve of {', '.join(missing)} at damping {self.damping}")
