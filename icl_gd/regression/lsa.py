@@ -113,6 +113,22 @@ def _split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch
     return padded[:, :-1].contiguous(), padded[:, -1].contiguous()
 
 
+def _query_columns_update(context: torch.Tensor, query: torch.Tensor, KQ_t: torch.Tensor, PV_rows: torch.Tensor,
+                          ) -> torch.Tensor:
+    """Δq restricted to c columns, (B, c) = Σ_h (KQ_h e_q)ᵀ C (PV_h's c rows)ᵀ with C = Σ_i e_i e_iᵀ (B, W, W).
+
+    context (B, N, W), query (B, W), KQ_t (W, H·W) = [KQ_1ᵀ … KQ_Hᵀ], PV_rows (H, c, W). Every product is a GEMM
+    over flattened tasks except C (one batched GEMM); elementwise work is on (B, W, H·c) only, and C needs no
+    gradient when the context is data (a first layer), so the backward pass never touches (B, N, W) tensors.
+    """
+    B, _, W = context.shape
+    H, c, _ = PV_rows.shape
+    C = context.transpose(1, 2) @ context  # (B, W, W), symmetric
+    CP = (C.reshape(B * W, W) @ PV_rows.permute(2, 0, 1).reshape(W, H * c)).view(B, W, H, c)
+    u = (query @ KQ_t).view(B, H, W).transpose(1, 2)  # (B, W, H): column h is KQ_h e_q
+    return (u[..., None] * CP).sum((1, 2))
+
+
 def _add_damped(x: torch.Tensor, update: torch.Tensor, damping: float, clip: float | None) -> torch.Tensor:
     """x + damping · update, clamped to ±clip; the multiply by an undamped 1.0 (an exact no-op) is skipped, as it
     costs a pass over the tensor forward and backward."""
@@ -165,7 +181,7 @@ class LSALayer(nn.Module):
         return nn.functional.pad(KQ, pad), nn.functional.pad(self.P @ self.W_V, pad)
 
     def _linear_split_update(self, context: torch.Tensor, query: torch.Tensor, update_context: bool,
-                            ) -> tuple[torch.Tensor | None, torch.Tensor]:
+                            query_columns: slice | None = None) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Linear attention on tokens held apart: context (B, N, W) and query (B, W), W >= D zero-padded.
         Returns (ΔX (B, N, W) or None when ``update_context`` is False, Δq (B, W)), before damping.
 
@@ -177,11 +193,17 @@ class LSALayer(nn.Module):
         context and query apart (no slicing, no zero-filled slice gradients) and padding W to a multiple of 4
         (small GEMMs at width 11 run 3x slower than at 12 in MKL) took a training step from 7.4 to about 4 ms.
         The padded coordinates start at zero and stay zero: the padded rows and columns of KQ and PV are zero.
+
+        ``query_columns`` (with ``update_context`` False): Δq's columns in that slice only, (B, c), the ones a loss
+        reads (ŷ's y slot). ``_query_columns_update`` computes them through C, with no pass over the (B, N, W)
+        context in the backward pass: one LSA layer's training step runs about 2x faster.
         """
         W = context.shape[-1]
         KQ, PV = self._linear_products(W)
         H = KQ.shape[0]
         KQ_t = KQ.transpose(1, 2).transpose(0, 1).reshape(W, H * W)  # [KQ_1ᵀ … KQ_Hᵀ]
+        if query_columns is not None and not update_context:
+            return None, _query_columns_update(context, query, KQ_t, PV[:, query_columns])
         PV_t = PV.transpose(1, 2).reshape(H * W, W)  # [PV_1ᵀ; …; PV_Hᵀ]
         if H == 1:  # the common case, in 3-d shapes: broadcasting over a head axis of size 1 is slow on CPU
             u = query @ KQ_t  # (B, W): e_qᵀ KQᵀ
@@ -287,6 +309,10 @@ class LSAModel(nn.Module):
         for i, layer in enumerate(layers):
             # Without return_tokens only the query's final state is needed: the last layer updates it alone.
             update_context = return_tokens or i < len(layers) - 1
+            if not update_context:  # and only its y slot, which ŷ reads (ŷ = minus it, ``query_prediction``)
+                y_slot = slice(D - self.config.d_y, D)
+                _, d_y = layer._linear_split_update(context, query, False, query_columns=y_slot)
+                return -_add_damped(query[:, y_slot], d_y, layer.config.damping, clip)
             d_context, d_query = layer._linear_split_update(context, query, update_context)
             query = _add_damped(query, d_query, layer.config.damping, clip)
             if update_context:
