@@ -103,7 +103,7 @@ def paper_config() -> DualFormLMConfig:
     book = book_setup({"max_train_tokens": None, "max_eval_tokens": 20_000},
                       **adam, embed=64, hidden=256, batch_size=16, steps=1000, lr=1e-3, grad_clip=1.0)
     wiki = wiki_setup({"vocab_size": 20_000, "max_train_tokens": None, "max_eval_tokens": 30_000},
-                      **adam, embed=200, hidden=200, batch_size=32, steps=600, lr=3e-3, grad_clip=0.3, dropout=0.5)
+                      **adam, embed=200, hidden=200, batch_size=16, steps=600, lr=3e-3, grad_clip=0.3, dropout=0.5)
     return DualFormLMConfig(setups=("book", "wiki"), book=book, wiki=wiki, keep_memory=False, seeds=3)
 
 
