@@ -16,6 +16,7 @@ REGISTRY = StudyRegistry({
     "sine": "icl_gd.studies.sine",
     "separate-tokens": "icl_gd.studies.separate_tokens",
     "softmax-heads": "icl_gd.studies.softmax_heads",
+    "which-algorithm": "icl_gd.studies.which_algorithm",
     "spotlights": "icl_gd.studies.spotlights",
 })
 

@@ -209,3 +209,50 @@ def descent_step_size(x: torch.Tensor) -> float:
     if not L > 0:
         raise ConfigError("cannot choose a GD step size: every context is zero")
     return 1.0 / L
+
+
+# ---------------------------------------------------------------------------------------------------- matching
+# Fu et al. (2023) compare a model with an algorithm through its errors and its induced weights on the same prompts,
+# and match each layer to the step count of the algorithm whose errors are most similar (their eval_similarity.py:
+# the argmax over a grid of step counts of the mean cosine). Their errors run over a prompt's positions (context
+# lengths 1..n); our models are trained at one context length N, so ours run over M query points drawn for each
+# context instead (an error vector per context, (M, d_y)), and the induced weights are the least-squares fit of the
+# predictions on those queries (exact for a predictor linear in x_q, as every LSA stack without clipping is).
+def linear_in_query_weights(predict, batch: int, d: int, dtype: torch.dtype = torch.float64,
+                            device: torch.device | str = "cpu") -> torch.Tensor:
+    """W (B, d_y, d) of a context-fixed predictor ŷ = W x_q: ``predict(x_query (B, d)) -> (B, d_y)`` read at the d
+    unit vectors (an algorithm such as GD++, whose weights are not formed explicitly)."""
+    eye = torch.eye(d, dtype=dtype, device=device)
+    return torch.stack([predict(eye[i].expand(batch, d)) for i in range(d)], dim=-1)
+
+
+def induced_weights(predictions: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+    """The weights (B, d_y, d) that best explain ``predictions`` (B, M, d_y) on ``queries`` (B, M, d) by ŷ = W x_q,
+    least squares over the M queries (M ≥ d; exact when the predictor is linear in the query)."""
+    if queries.shape[1] < queries.shape[2]:
+        raise ConfigError(f"induced weights need at least d = {queries.shape[2]} queries per context, got "
+                          f"{queries.shape[1]}")
+    return torch.linalg.lstsq(queries, predictions).solution.transpose(1, 2)
+
+
+def _unit(v: torch.Tensor) -> torch.Tensor:
+    """Rows of v (B, ...) flattened and scaled to unit norm (a zero row stays zero)."""
+    flat = v.flatten(1)
+    return flat / flat.norm(dim=1, keepdim=True).clamp_min(torch.finfo(flat.dtype).tiny)
+
+
+def mean_cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Mean over the B rows of cos(a_i, b_i), each row flattened: a, b (B, ...) -> scalar."""
+    return (_unit(a) * _unit(b)).sum(dim=1).mean()
+
+
+def similarity_grid(model: Sequence[torch.Tensor], algorithm: Sequence[torch.Tensor]) -> torch.Tensor:
+    """(L, S) mean cosines of every model layer's tensor (B, ...) with every algorithm step's (B, ...): SimE on
+    errors, SimW on induced weights."""
+    A = torch.stack([_unit(t) for t in algorithm])  # (S, B, F)
+    return torch.stack([(_unit(m)[None] * A).sum(-1).mean(-1) for m in model])
+
+
+def matched_steps(similarity: torch.Tensor, steps: Sequence[int]) -> list[int]:
+    """For each layer (row of ``similarity`` (L, S)), the step count whose similarity is highest (Fu et al.)."""
+    return [int(steps[i]) for i in similarity.argmax(dim=1).tolist()]

@@ -1,0 +1,310 @@
+"""Study `which-algorithm` (beyond the papers, issue 22): which algorithm does each layer of a deep trained model
+run: GD, GD++, preconditioned GD or Iterative Newton?
+
+Trains a K-layer stack (default: 8 tied LSA layers; ``--set recurrent=false`` separate, ``--set block=transformer``
+transformer blocks) and, on fixed test contexts with M query points each, compares the prediction read after every
+layer k with every algorithm after every step count on a grid, as Fu et al. (2023, arXiv 2310.17086) do: the
+similarity of errors (SimE, mean cosine of the error vectors over the queries), the similarity of induced weights
+(SimW, mean cosine of the least-squares weights explaining the predictions) and the matched step count (the
+"exchange rate": the step count with the highest SimE). The algorithms (``icl_gd.regression.algorithms``):
+
+- ``newton``: Iterative Newton, 0..``newton_steps`` iterations (no parameter).
+- ``gd``: GD at one fixed step size, 1/L on the held-out tasks (Fu et al. also fix one step size), on a log grid of
+  step counts up to thousands (closed form).
+- ``gdpp``: GD++ with one (η, γ) tuned on held-out tasks for K steps, run for 1..``tuned_steps`` steps.
+- ``pgd``: preconditioned GD with one P tuned on held-out tasks for K steps (Ahn et al. 2023), 1..``tuned_steps``.
+
+``--set kappa=20`` draws anisotropic inputs (covariance condition number κ), where GD and GD++ part from Newton and
+preconditioned GD. Writes ``layers.csv`` (every layer x algorithm x step count), ``metrics.json`` (per algorithm the
+matched steps per layer, SimE and SimW there, the loss there) and two figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from icl_gd.core.config import check_settings, require_positive_int, setting
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.plotting import plt
+from icl_gd.core.progress import phased
+from icl_gd.core.study import RunContext, Study
+from icl_gd.regression.algorithms import (descent_step_size, gd_weights_at_steps, induced_weights,
+                                          linear_in_query_weights, matched_steps, newton_weights_per_step,
+                                          preconditioned_gd_weights_per_step, similarity_grid, tune_preconditioner)
+from icl_gd.regression.gd import gdpp_predictions_per_step
+from icl_gd.regression.memory import regression_memory
+from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, RegressionTaskConfig,
+                                     TrainingConfig, parts)
+from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream, make_generator
+from icl_gd.regression.tokens import ConcatTokenTask
+from icl_gd.regression.transformer import BlockStackConfig
+from icl_gd.regression.tuning import tune_gd, tune_gdpp
+
+ALGORITHMS = ("newton", "gd", "gdpp", "pgd")
+LABELS = {"newton": "Iterative Newton", "gd": "GD (fixed 1/L step)", "gdpp": "GD++ (tuned for K)",
+          "pgd": "preconditioned GD (tuned for K)"}
+
+
+def _at_least_one(name: str, value: float) -> None:
+    if not value >= 1:
+        raise ConfigError(f"{name} must be at least 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ConditionedTaskConfig(RegressionTaskConfig):
+    """In-context linear regression with an input covariance of condition number κ."""
+
+    kappa: float = setting(1.0, "condition number κ of the input covariance: 1 = the paper's U(-r/2, r/2) inputs; "
+                                "> 1 = N(0, Σ), Σ diagonal with eigenvalues log-spaced over [1, κ], tr Σ = d r²/12 "
+                                "(the uniform inputs' power)", check=_at_least_one)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        super().__post_init__()
+
+    def build(self) -> LinearRegressionTask:
+        if self.kappa == 1:
+            return super().build()
+        spectrum = np.geomspace(1.0, self.kappa, self.d)
+        spectrum *= self.d * self.input_range ** 2 / 12 / spectrum.sum()
+        covariance = tuple(tuple(float(spectrum[i]) if i == j else 0.0 for j in range(self.d)) for i in range(self.d))
+        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=NormalInputs(covariance=covariance),
+                                    weight_scale=self.weight_scale, label_noise=self.label_noise)
+
+
+def _gd_grid() -> tuple[int, ...]:
+    return (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)
+
+
+@dataclass(frozen=True)
+class WhichAlgorithmConfig(RegressionConfig):
+    task: ConditionedTaskConfig = parts(ConditionedTaskConfig, "the tasks")
+    model: BlockStackConfig = parts(BlockStackConfig, "the model", layers=8, recurrent=True)
+    # A short budget (the default run fits in 15 minutes on 2 cores): batches of 512 at lr 1e-3; the authors' clipping.
+    training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=3000, batch_size=512, lr=1e-3)
+    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", seeds=2, n_test=2000, n_tune=2048,
+                                         eval_every=500)
+    n_contexts: int = setting(1000, "test contexts of the per-layer comparison", check=require_positive_int)
+    n_queries: int = setting(20, "query points per test context (errors and induced weights run over them; ≥ d)",
+                             check=require_positive_int)
+    newton_steps: int = setting(16, "Iterative Newton: iterations 0..this", check=require_positive_int)
+    gd_steps: tuple[int, ...] = setting(_gd_grid(), "GD at the fixed 1/L step: step counts compared")
+    tuned_steps: int = setting(16, "GD++ and preconditioned GD (tuned for K steps): run for 1..this steps",
+                               check=require_positive_int)
+
+    def __post_init__(self) -> None:
+        if self.n_queries < self.task.d:
+            raise ConfigError(f"n_queries must be at least d = {self.task.d} (induced weights), got {self.n_queries}")
+        if not self.gd_steps or any(not isinstance(k, int) or k <= 0 for k in self.gd_steps):
+            raise ConfigError(f"gd_steps must be positive integers, got {self.gd_steps!r}")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The comparison set: contexts x (B, N, d), y (B, N, d_y), true weights w (B, d_y, d), queries (B, M, d) drawn
+    from the task's input law, and their clean targets (B, M, d_y) (float64)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    w: torch.Tensor
+    queries: torch.Tensor
+    targets: torch.Tensor
+
+    def tokens(self, layout: Any, dtype: torch.dtype) -> torch.Tensor:
+        """(B·M, N+1, D): each context once per query, the query last with a zero y slot."""
+        B, M, d = self.queries.shape
+        context = torch.cat([self.x, self.y], dim=-1).repeat_interleave(M, dim=0)
+        query = torch.cat([self.queries.reshape(B * M, 1, d), self.y.new_zeros(B * M, 1, layout.d_y)], dim=-1)
+        return torch.cat([context, query], dim=1).to(dtype)
+
+
+def probe_set(task: LinearRegressionTask, n_contexts: int, n_queries: int, seed: int, device) -> Probe:
+    """``n_contexts`` test contexts (Stream.TEST, step 1: not the training-curve test tasks) and ``n_queries``
+    fresh queries each (step 2), float64."""
+    batch = task.sample(n_contexts, seed, 1, Stream.TEST, device, torch.float64)
+    gen = make_generator(seed, 2, Stream.TEST, device)
+    queries = task.inputs.sample((n_contexts, n_queries + 1, task.d), gen, device, torch.float64)[:, :-1]
+    targets = queries @ batch.w.transpose(1, 2)
+    return Probe(batch.x_context, batch.y_context, batch.w, queries, targets)
+
+
+@dataclass(frozen=True)
+class AlgorithmRun:
+    """One algorithm on the probe set: weights (S, B, d_y, d) after each of the step counts ``steps``."""
+
+    steps: tuple[int, ...]
+    weights: torch.Tensor
+
+
+@phased("running the algorithms on the probe set")
+def algorithm_runs(probe: Probe, config: WhichAlgorithmConfig, gdpp: Any, pgd: Any, gd_eta: float
+                   ) -> dict[str, AlgorithmRun]:
+    """Every algorithm's weights at every step count of its grid."""
+    x, y = probe.x, probe.y
+    newton = tuple(range(config.newton_steps + 1))
+    tuned = tuple(range(1, config.tuned_steps + 1))
+    B, d = x.shape[0], x.shape[-1]
+    gdpp_weights = linear_in_query_weights(
+        lambda q: gdpp_predictions_per_step(x, y, q, gdpp.etas[:1] * len(tuned), gdpp.gammas[:1] * len(tuned)),
+        B, d, device=x.device)[1:]  # (S, B, d_y, d): drop step 0
+    pgd_weights = preconditioned_gd_weights_per_step(x, y, pgd.P.to(x), pgd.etas[:1] * len(tuned))[1:]
+    return {
+        "newton": AlgorithmRun(newton, torch.stack(newton_weights_per_step(x, y, config.newton_steps))),
+        "gd": AlgorithmRun(tuple(config.gd_steps), gd_weights_at_steps(x, y, gd_eta, config.gd_steps)),
+        "gdpp": AlgorithmRun(tuned, gdpp_weights),
+        "pgd": AlgorithmRun(tuned, torch.stack(pgd_weights)),
+    }
+
+
+def errors_of(weights: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """Errors ŷ - y (…, B, M, d_y) on the probe's queries of weights (…, B, d_y, d)."""
+    return probe.queries @ weights.transpose(-1, -2) - probe.targets
+
+
+@phased("reading the trained model per layer")
+def model_per_layer(model: nn.Module, probe: Probe, layout: Any, chunk: int = 4000) -> torch.Tensor:
+    """The model's predictions after each layer on the probe's queries, (K, B, M, d_y) float64."""
+    B, M, _ = probe.queries.shape
+    tokens = probe.tokens(layout, next(model.parameters()).dtype)
+    per_chunk = []
+    with torch.no_grad():
+        for part in tokens.split(chunk):
+            _, states = model(part, return_tokens=True)
+            per_chunk.append(torch.stack([layout.prediction(s) for s in states[1:]]))
+    return torch.cat(per_chunk, dim=1).double().reshape(len(per_chunk[0]), B, M, layout.d_y)
+
+
+def compare_layers(predictions: torch.Tensor, probe: Probe, runs: dict[str, AlgorithmRun]
+                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per-seed metrics (per algorithm: matched steps per layer, SimE / SimW / loss there) and tidy rows (every
+    layer x algorithm x step count) from the model's per-layer predictions (K, B, M, d_y)."""
+    errors = predictions - probe.targets  # (K, B, M, d_y)
+    weights = torch.stack([induced_weights(p, probe.queries) for p in predictions])  # (K, B, d_y, d)
+    layer_loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in errors]
+    metrics: dict[str, Any] = {"loss_trained_per_layer": layer_loss}
+    rows: list[dict[str, Any]] = []
+    sim_at_match = {}
+    for name, run in runs.items():
+        algo_errors = errors_of(run.weights, probe)
+        sim_e = similarity_grid(list(errors), list(algo_errors))  # (K, S)
+        sim_w = similarity_grid(list(weights), list(run.weights))
+        loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in algo_errors]
+        matched = matched_steps(sim_e, run.steps)
+        at = [run.steps.index(k) for k in matched]
+        metrics[f"matched_steps_{name}"] = matched
+        metrics[f"sim_errors_{name}"] = [float(sim_e[j, i]) for j, i in enumerate(at)]
+        metrics[f"sim_weights_{name}"] = [float(sim_w[j, i]) for j, i in enumerate(at)]
+        metrics[f"loss_{name}_matched"] = [loss[i] for i in at]
+        # A match at the grid's last step count may lie beyond it (censored): flagged per layer.
+        metrics[f"matched_at_grid_end_{name}"] = [float(i == len(run.steps) - 1) for i in at]
+        sim_at_match[name] = metrics[f"sim_errors_{name}"]
+        rows += [{"layer": j + 1, "algorithm": name, "steps": k, "sim_errors": float(sim_e[j, i]),
+                  "sim_weights": float(sim_w[j, i]), "loss_algorithm": loss[i], "loss_layer": layer_loss[j],
+                  "matched": int(at[j] == i)} for j in range(len(errors)) for i, k in enumerate(run.steps)]
+    others = [n for n in runs if n != "gdpp"]
+    best = [max(others, key=lambda n: sim_at_match[n][j]) for j in range(len(errors))]
+    metrics["best_algorithm_per_layer"] = ",".join(best)
+    metrics["sim_errors_best"] = [sim_at_match[n][j] for j, n in enumerate(best)]
+    metrics["sim_errors_margin_over_gdpp"] = [sim_at_match[n][j] - sim_at_match["gdpp"][j] for j, n in enumerate(best)]
+    metrics.update(growth_summaries(metrics, len(errors)))
+    return metrics, rows
+
+
+def growth_summaries(metrics: dict[str, Any], K: int) -> dict[str, float | None]:
+    """Scalars the claims read: the largest per-layer increase of matched Newton iterations, matched GD steps at
+    the last layer over those at layer K/2, the smallest SimE margin of the best algorithm over GD++ at layers
+    k ≥ 4, and SimE(preconditioned GD) - SimE(GD) at the last layer (None where K is too shallow)."""
+    newton, gd = metrics.get("matched_steps_newton"), metrics.get("matched_steps_gd")
+    pgd, margin = metrics.get("sim_errors_pgd"), metrics["sim_errors_margin_over_gdpp"]
+    return {
+        "newton_largest_increment": (float(max(b - a for a, b in zip(newton, newton[1:])))
+                                     if newton and K > 1 else None),
+        "gd_last_over_half": gd[-1] / gd[K // 2 - 1] if gd and K > 1 else None,
+        "sim_errors_margin_over_gdpp_from_layer4": min(margin[3:]) if K >= 4 else None,
+        "sim_errors_pgd_minus_gd_last": pgd[-1] - metrics["sim_errors_gd"][-1] if pgd and gd else None,
+    }
+
+
+def run(config: WhichAlgorithmConfig, ctx: RunContext) -> dict[str, Any]:
+    task = config.task.build()
+    run = RegressionRun(config, ctx, ConcatTokenTask(task))
+    K, layout = config.model.layers, run.layout
+    tune = run.tune_batch()
+    args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, K)
+    gd_k = tune_gd(*args, shared=True)
+    # One (η, γ) and one P for every step, tuned for the model's K steps: the families then run for 1..tuned_steps
+    # steps with them, as GD runs at its fixed step size (tuning each step count would cost minutes per count).
+    gdpp = tune_gdpp(*args, shared=True, start=gd_k)
+    pgd = tune_preconditioner(*args, eta=gd_k.etas[0])
+    gd_eta = descent_step_size(tune.x_context)
+    probe = probe_set(task, config.n_contexts, config.n_queries, config.evaluation.test_seed, run.device)
+    runs = algorithm_runs(probe, config, gdpp, pgd, gd_eta)
+    common = {"gd_fixed_eta": gd_eta, "gdpp_eta": gdpp.etas[0], "gdpp_gamma": gdpp.gammas[0],
+              "gd_tuned_eta": gd_k.etas[0], "pgd_eigenvalues": torch.linalg.eigvalsh(pgd.P).tolist(),
+              "loss_least_squares": _least_squares_loss(probe)}
+
+    def model(seed: int) -> nn.Module:
+        return config.model.build(layout, seed)
+
+    models = run.train_seeds("trained", model, lambda m, step, seed: run.eval_rows(step, seed, "trained", m),
+                             batched=config.model.block == "lsa" and len(run.seeds) > 1)
+    for seed, trained in models.items():
+        metrics, rows = compare_layers(model_per_layer(trained, probe, layout), probe, runs)
+        run.record(seed, {**metrics, **common})
+        run.add_rows("layers", rows, seed=seed)
+    return run.finish(lambda mean: [("matched_steps", matched_steps_figure(run.per_seed, K)),
+                                    ("loss_per_layer", loss_per_layer_figure(run.per_seed, K))])
+
+
+def _least_squares_loss(probe: Probe) -> float:
+    """The probe loss of minimum-norm least squares (the limit Newton converges to)."""
+    W = (torch.linalg.pinv(probe.x) @ probe.y).transpose(1, 2)
+    return 0.5 * float((errors_of(W, probe) ** 2).sum(-1).mean())
+
+
+# ---------------------------------------------------------------------------------------------------- figures
+def _mean_and_range(per_seed: dict[int, dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    values = np.array([m[key] for m in per_seed.values()], dtype=float)  # (seeds, K)
+    return values.mean(0), values.min(0), values.max(0)
+
+
+def matched_steps_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.Figure":
+    """Layer against the matched step count of every algorithm (mean over seeds, bars: min..max)."""
+    layers = np.arange(1, K + 1)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for i, name in enumerate(ALGORITHMS):
+        mean, low, high = _mean_and_range(per_seed, f"matched_steps_{name}")
+        ax.errorbar(layers, mean, yerr=[mean - low, high - mean], fmt="o-", color=f"C{i + 1}", capsize=2,
+                    label=LABELS[name])
+    ax.set(yscale="log", xlabel="layer k", ylabel="matched steps (max SimE)", xticks=layers,
+           title="steps of each algorithm that best match layer k")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def loss_per_layer_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.Figure":
+    """Loss after each layer (every seed) and each algorithm's loss at its matched step count (mean over seeds)."""
+    layers = np.arange(1, K + 1)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for j, m in enumerate(per_seed.values()):
+        ax.plot(layers, m["loss_trained_per_layer"], "o-", color="C0", lw=2, alpha=0.7,
+                label="trained (per seed)" if j == 0 else None)
+    for i, name in enumerate(ALGORITHMS):
+        mean, _, _ = _mean_and_range(per_seed, f"loss_{name}_matched")
+        ax.plot(layers, mean, "s--", color=f"C{i + 1}", alpha=0.8, label=f"{LABELS[name]} at matched steps")
+    ax.set(yscale="log", xlabel="layer k", ylabel="loss on the probe queries", xticks=layers)
+    ax.legend(fontsize=7)
+    return fig
+
+
+STUDY = Study("which-algorithm", "beyond the papers: GD, GD++, preconditioned GD or Newton, layer by layer",
+              WhichAlgorithmConfig, run, default_threads=1, resolved_training=RegressionConfig.train_config,
+              memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
+                                                batched_seeds=config.model.block == "lsa"))
+
+__all__ = ["STUDY", "WhichAlgorithmConfig", "compare_layers", "probe_set"]
