@@ -52,7 +52,13 @@ def make_optimizer(name: OptimizerName, params: Iterable[torch.Tensor], config: 
     kind = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}.get(name)
     if kind is None:
         raise ConfigError(f"optimizer={name!r} is not one of adamw, adam, sgd")
-    return kind(params, lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay)
+    params = list(params)
+    # The fused kernel (one pass per parameter) instead of the foreach loop: on small models the optimiser step is
+    # mostly per-tensor overhead (measured: AdamW + clipping on a 3-layer LSA model, 1.04 -> 0.46 ms). It agrees
+    # with the foreach update to float32 round-off, not bit for bit.
+    fused = bool(params) and all(p.dtype.is_floating_point and p.device.type in ("cpu", "cuda") for p in params)
+    return kind(params, lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
+                fused=fused or None)
 
 
 def clip_gradients(params: Iterable[torch.Tensor], grad_clip: float | None, foreach: bool | None = None) -> None:
