@@ -113,31 +113,6 @@ def _split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch
     return padded[:, :-1].contiguous(), padded[:, -1].contiguous()
 
 
-class _Gram(torch.autograd.Function):
-    """C = Xᵀ X (B, W, W) for X (B, N, W), with the symmetric backward ∂L/∂X = X (G + Gᵀ): one batched GEMM where
-    autograd's two-operand rule spends two (batched GEMMs of tiny matrices dominate a deep model's step on CPU)."""
-
-    generate_vmap_rule = True  # seeds trained as one stacked model (``ensemble``) vmap the layers
-
-    @staticmethod
-    def forward(X: torch.Tensor) -> torch.Tensor:
-        return X.transpose(-1, -2) @ X
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.save_for_backward(inputs[0])
-
-    @staticmethod
-    def backward(ctx, G: torch.Tensor) -> torch.Tensor:
-        (X,) = ctx.saved_tensors
-        return X @ (G + G.transpose(-1, -2))
-
-
-def _gram(X: torch.Tensor) -> torch.Tensor:
-    """Σ_i x_i x_iᵀ (B, W, W) of X (B, N, W)."""
-    return _Gram.apply(X) if torch.is_grad_enabled() and X.requires_grad else X.transpose(-1, -2) @ X
-
-
 GRAM_MAX_WIDTH = 16  # measured: through C at width 12 a step is ~1.4x faster; at 40, C's O(N W²) costs more
 
 
@@ -157,7 +132,7 @@ def _query_columns_update(context: torch.Tensor, query: torch.Tensor, KQ_t: torc
     """
     B, _, W = context.shape
     H, c, _ = PV_rows.shape
-    C = _gram(context)  # (B, W, W), symmetric
+    C = context.transpose(1, 2) @ context  # (B, W, W), symmetric
     CP = (C.reshape(B * W, W) @ PV_rows.permute(2, 0, 1).reshape(W, H * c)).view(B, W, H, c)
     u = (query @ KQ_t).view(B, H, W).transpose(1, 2)  # (B, W, H): column h is KQ_h e_q
     return (u[..., None] * CP).sum((1, 2))
@@ -246,7 +221,7 @@ class LSALayer(nn.Module):
             if not update_context:
                 scores = (context * u[:, None]).sum(-1, keepdim=True)  # (B, N, 1): e_iᵀ KQ e_q
                 return None, (context * scores).sum(1) @ PV_t
-            C = _gram(context)  # (B, W, W)
+            C = context.transpose(1, 2) @ context  # (B, W, W)
             rows = torch.cat([context @ KQ_t, u[:, None]], dim=1) @ C @ PV_t  # (B, N+1, W)
             d_context, d_query = rows.split([context.shape[1], 1], dim=1)
             return d_context, d_query[:, 0]
@@ -255,7 +230,7 @@ class LSALayer(nn.Module):
             scores = (context[:, None] * u[:, :, None]).sum(-1, keepdim=True)  # (B, H, N, 1)
             read = (context[:, None] * scores).sum(2)  # (B, H, W): Σ_i e_i score_i
             return None, read.flatten(1) @ PV_t
-        C = _gram(context)
+        C = context.transpose(1, 2) @ context
         projected = (context @ KQ_t).unflatten(-1, (H, W)).transpose(1, 2)  # (B, H, N, W)
         d_query = (u[..., None] * C[:, None]).sum(2).flatten(1) @ PV_t
         return (projected @ C[:, None]).transpose(1, 2).flatten(-2) @ PV_t, d_query
