@@ -66,7 +66,11 @@ DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",
                     quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"), quick_estimate_s=65)
 # Language models: both set-ups (book by character, Wikipedia by word) at the paper preset's budget (Adam, as the
 # authors), 3 seeds; --quick runs the default budget of both. DUAL_FORM_LM_SGD: the default preset (SGD, an exact dual
-# form) of both set-ups, for the construction check. Estimates: PLACEHOLDER.
-DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=3600,
-                       quick_preset="default", quick_overrides=("setups=book,wiki",), quick_estimate_s=200)
-DUAL_FORM_LM_SGD = RunPlan("dual-form-lm", overrides=("setups=book,wiki",), estimate_s=200, quick_estimate_s=200)
+# form) of both set-ups, for the construction check. Estimates in CPU seconds a seed, extrapolated from timed first
+# steps at load 20 (wall time there was 3-4x the CPU time): book 0.93 s a step x 1000, wiki 4.1 s a step at batch 32
+# halved for batch 16 x 600, about 300 s of evaluation and scoring (not timed at this scale); stores of 9.5 and 4 GB
+# a seed, deleted after each seed. --quick / SGD: the default wiki run took 78 CPU s (7 min wall at load 9), the book
+# about as much again.
+DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=2500,
+                       quick_preset="default", quick_overrides=("setups=book,wiki",), quick_estimate_s=160)
+DUAL_FORM_LM_SGD = RunPlan("dual-form-lm", overrides=("setups=book,wiki",), estimate_s=160, quick_estimate_s=160)
