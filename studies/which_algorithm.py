@@ -283,7 +283,8 @@ def matched_steps_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.Fi
         mean, low, high = _mean_and_range(per_seed, f"matched_steps_{name}")
         ax.errorbar(layers, mean, yerr=[mean - low, high - mean], fmt="o-", color=f"C{i + 1}", capsize=2,
                     label=LABELS[name])
-    ax.set(yscale="log", xlabel="layer k", ylabel="matched steps (max SimE)", xticks=layers,
+    ax.set_yscale("symlog", linthresh=1.0)  # log above 1; Newton's iteration 0 can be a match
+    ax.set(xlabel="layer k", ylabel="matched steps (max SimE)", xticks=layers,
            title="steps of each algorithm that best match layer k")
     ax.legend(fontsize=7)
     return fig

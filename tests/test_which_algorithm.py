@@ -98,7 +98,7 @@ def test_tiny_study_run_writes_layers_metrics_and_figures(tmp_path):
     from icl_gd.studies import run as run_study
 
     out = tmp_path / "run"
-    run_study("which-algorithm", out, steps=20, seeds=2, threads=1, overrides=[
+    run_study("which-algorithm", out, steps=10, seeds=1, threads=1, overrides=[
         "layers=2", "n_contexts=30", "n_queries=10", "n_tune=128", "n_test=64", "eval_every=15", "batch_size=64",
         "newton_steps=3", "gd_steps=1,2,4", "tuned_steps=3"])
     mean = json.loads((out / "metrics.json").read_text())["mean"]
