@@ -75,7 +75,7 @@ def test_steps_cap_is_per_phase(tmp_path):
 
 def test_analyse_on_a_joint_run(tmp_path):
     trained = train_setting(TINY, "joint", TASKS, seed=0, memory=tmp_path, device=torch.device("cpu"))
-    analysis = analyse(AnalysisConfig(n_queries=5, n_figure_queries=3, top_k=2), trained, TASKS)
+    analysis = analyse(AnalysisConfig(n_queries=5, n_figure_queries=1, top_k=2), trained, TASKS)
     m = analysis.metrics
     assert m["verify_max_rel_error"] < 1e-10  # float64 keys on digits
     assert m["output.n_keys"] == 2 * 100
@@ -84,7 +84,17 @@ def test_analyse_on_a_joint_run(tmp_path):
     assert analysis.query_prediction.shape == (10,)
     assert all(c.shape == (10, 20) for c in analysis.class_attention)
     np.testing.assert_allclose(analysis.class_attention[1].sum(1), 1)
-    assert [t.shape for t in analysis.figure_top_examples] == [(3, 2)] * 3
+    # figure queries: per task, the first correct and the first misclassified query (their plot_attention.py)
+    info = analysis.figure_query_info
+    assert [(q.task, q.kind) for q in info] == sorted({(q.task, q.kind) for q in info},
+                                                      key=lambda tk: (tk[0], tk[1] != "correct"))
+    for q in info:
+        same = [i for i in range(10) if (analysis.query_prediction[i] == analysis.query_label[i]) == q.correct
+                and i // 5 == q.task]
+        assert q.index == same[0] and q.label == analysis.query_label[q.index]
+    nf = len(info)
+    assert 1 <= nf <= 4 and analysis.figure_queries.shape == (nf, 64)
+    assert [t.shape for t in analysis.figure_top_examples] == [(nf, 2)] * 3
     assert all(t.max() < 100 for t in analysis.figure_top_examples)
 
 

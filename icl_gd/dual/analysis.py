@@ -26,7 +26,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from icl_gd.core import stats
-from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.dual.classifier import ClassificationTask, accuracy
 from icl_gd.dual.queries import layer_queries, readonly_tensor, score_queries, vote, vote_agreement
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
@@ -54,8 +54,9 @@ class AnalysisConfig:
     """The test queries scored against the stored keys."""
 
     n_queries: int = positive_int(200, "test images per task scored against every stored key")
-    n_figure_queries: int = positive_int(1, "figure queries per trained task and kind (correctly classified, "
-                                            "misclassified), as the authors' plot_attention.py picks them")
+    n_figure_queries: int = setting(1, "figure queries per trained task and kind (correctly classified, "
+                                       "misclassified), as the authors' plot_attention.py picks them; 0: no "
+                                       "per-query views or figures", check=require_non_negative)
     top_k: int = positive_int(6, "keys kept per query, and training images drawn per query")
     spotlight_keys: int = positive_int(500, "figure: the largest scores drawn per (task, training class), sorted")
     recent_steps: int = positive_int(500, "figure: the last training steps whose attention mass is drawn")
@@ -172,7 +173,8 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
         spot = SpotlightScores(layer, q[figure])  # scored on the same pass over the units (same float32 blocks)
         s = score_queries(layer, q, r, k=config.top_k, on_block=spot.add, **scoring)
-        spots.append(spot.spotlight(config, **shape))
+        if len(figure):
+            spots.append(spot.spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
         split = table1_split(votes[-1], pred, queries.y)
         metrics.update({f"table1.{name}.{key}": split[key] for key in TABLE1_SPLITS})

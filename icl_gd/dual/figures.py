@@ -22,12 +22,13 @@ def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence
     """``query_attention_<setting>_task<t>_<correct|misclassified>_<j>`` (one per figure query),
     ``sorted_scores_<setting>``, ``top_training_images_<setting>``, ``class_attention_<setting>``,
     ``attention_over_time_<setting>``, ``recent_attention_<setting>``."""
-    query_attention(out, setting, analysis, tasks)
-    top_training_images(out, setting, analysis, tasks)
     class_attention(out, setting, analysis)
     attention_over_time(out, setting, analysis)
-    sorted_scores(out, setting, analysis, tasks)
-    recent_attention(out, setting, analysis, tasks)
+    if len(analysis.figure_queries) and analysis.spotlights:  # n_figure_queries=0: no per-query figures
+        query_attention(out, setting, analysis, tasks)
+        top_training_images(out, setting, analysis, tasks)
+        sorted_scores(out, setting, analysis, tasks)
+        recent_attention(out, setting, analysis, tasks)
 
 
 def class_name(c: int, tasks: Sequence[ClassificationTask]) -> str:
@@ -44,12 +45,14 @@ def describe_query(query: FigureQuery, tasks: Sequence[ClassificationTask]) -> s
             f"output {class_name(query.prediction, tasks)}")
 
 
-def draw_sorted_scores(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool) -> None:
+def draw_sorted_scores(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool,
+                       labels: bool = True) -> None:
     """Their ``magic_class_plot`` for figure query ``i``: along x, each task's training classes in turn, each
     class's largest scores |a_u| sorted in decreasing order (one line per task, a gap between classes, a grey
-    line where a class ends); ticks name the class within its task."""
+    line where a class ends); ticks name the class within its task (``labels``; every layer and query has the
+    same x layout, so a column of panels needs them once: ticks are most of a figure's drawing time)."""
     _, n_tasks, n_classes, n = spot.sorted_scores.shape
-    x0, ticks, labels, ends = 0, [], [], []
+    x0, ticks, names, ends = 0, [], [], []
     for t in range(n_tasks):
         xs, ys = [], []
         for c in range(n_classes):
@@ -60,7 +63,7 @@ def draw_sorted_scores(ax, spot: Spotlight, i: int, tasks: Sequence[Classificati
             xs += [*range(x0, x0 + len(scores)), np.nan]  # NaN breaks the line between classes
             ys += [*scores, np.nan]
             ticks.append(x0 + (len(scores) - 1) / 2)
-            labels.append(str(c - tasks[t].label_offset))
+            names.append(str(c - tasks[t].label_offset))
             ends.append(x0 + len(scores))
             x0 += len(scores) + 1
         if xs:
@@ -68,26 +71,27 @@ def draw_sorted_scores(ax, spot: Spotlight, i: int, tasks: Sequence[Classificati
     ax.grid(False, axis="x")  # the grey class boundaries below are the only vertical lines
     for end in ends[:-1]:
         ax.axvline(end, color="gray", lw=0.6, alpha=0.3, zorder=0)
-    ax.set_xticks(ticks, labels, fontsize=5)
+    ax.set_xticks(ticks if labels else [], names if labels else [], fontsize=5)  # ticks cost most of the drawing
     ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     if legend and n_tasks > 1:
         ax.legend(fontsize=5)
 
 
-def draw_class_totals(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool) -> None:
+def draw_class_totals(ax, spot: Spotlight, i: int, tasks: Sequence[ClassificationTask], legend: bool,
+                      labels: bool = True) -> None:
     """Their ``total_score_per_class`` for figure query ``i``: Σ |a_u| over every unit of each (task, class), one
-    bar per class that has units, one colour per task."""
-    x0 = 0
+    bar per class that has units, one colour per task; ``labels``: name the classes under the bars."""
+    x0, ticks, names = 0, [], []
     for t in range(spot.class_totals.shape[1]):
         classes = np.flatnonzero(spot.class_units[t] > 0)
         if not len(classes):
             continue
         pos = np.arange(x0, x0 + len(classes))
         ax.bar(pos, spot.class_totals[i, t, classes], label=tasks[t].data.name)
-        for x, c in zip(pos, classes):
-            ax.text(x, 0, str(c - tasks[t].label_offset), ha="center", va="bottom", fontsize=4)
+        ticks += pos.tolist()
+        names += [str(c - tasks[t].label_offset) for c in classes]
         x0 += len(classes)
-    ax.set_xticks([])
+    ax.set_xticks(ticks if labels else [], names if labels else [], fontsize=5)
     ax.grid(False, axis="x")
     ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     if legend and spot.class_totals.shape[1] > 1:
@@ -107,25 +111,25 @@ def query_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence
     for i, query in enumerate(analysis.figure_query_info):
         j = seen[query.task, query.kind] = seen.get((query.task, query.kind), -1) + 1
         fig = plt.figure(figsize=(13, 1.7 * len(LAYERS) + 0.4))
-        grid = fig.add_gridspec(len(LAYERS), 6, width_ratios=[1, 1, 1, 1, 4.5, 3], wspace=0.25, hspace=0.45)
+        grid = fig.add_gridspec(len(LAYERS), 3, width_ratios=[4, 4.5, 3], wspace=0.2, hspace=0.45)
         for row, (name, spot) in enumerate(zip(LAYERS, analysis.spotlights)):
-            image = fig.add_subplot(grid[row, 0])
-            image.imshow(analysis.figure_queries[i].reshape(shape), cmap="gray_r")
-            image.set_ylabel(name, fontsize=8)
-            if row == 0:
-                image.set_title("query", fontsize=7)
-            for c in range(3):
-                ax = fig.add_subplot(grid[row, c + 1])
-                if c < spot.top_unit_example.shape[1]:
-                    example = spot.top_unit_example[i, c]
-                    ax.imshow(train_x[example].reshape(shape), cmap="gray_r")
-                    ax.set_title(f"top {c + 1}: step {spot.top_unit_step[i, c]}", fontsize=5)
-            for ax in fig.axes[-4:]:
-                ax.set_xticks([])
-                ax.set_yticks([])
-                ax.grid(False)
-            draw_sorted_scores(fig.add_subplot(grid[row, 4]), spot, i, tasks, legend=row == 0)
-            draw_class_totals(fig.add_subplot(grid[row, 5]), spot, i, tasks, legend=row == 0)
+            # The query and its top-3 units side by side in one image (one axes, not four: axes cost most of
+            # the drawing time), separated by blank columns.
+            images = [analysis.figure_queries[i].reshape(shape)]
+            images += [train_x[e].reshape(shape) for e in spot.top_unit_example[i, :3]]
+            gap = np.full((shape[0], max(1, shape[1] // 4)), np.nan)
+            montage = np.concatenate([part for image in images for part in (image, gap)][:-1], axis=1)
+            ax = fig.add_subplot(grid[row, 0])
+            ax.imshow(montage, cmap="gray_r")
+            ax.set_xticks([(k + 0.5) * (shape[1] + gap.shape[1]) - gap.shape[1] / 2 - 0.5 for k in range(len(images))],
+                          ["query", *(f"top {k + 1}: step {s}" for k, s in enumerate(spot.top_unit_step[i, :3]))],
+                          fontsize=5)
+            ax.set_yticks([])
+            ax.grid(False)
+            ax.set_ylabel(name, fontsize=8)
+            last = row == len(LAYERS) - 1
+            draw_sorted_scores(fig.add_subplot(grid[row, 1]), spot, i, tasks, legend=row == 0, labels=last)
+            draw_class_totals(fig.add_subplot(grid[row, 2]), spot, i, tasks, legend=row == 0, labels=last)
             if row == 0:
                 fig.axes[-2].set_title(f"largest {spot.sorted_scores.shape[-1]} scores |k·q + 1| of each training "
                                        f"class, sorted", fontsize=7)
@@ -144,7 +148,7 @@ def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[C
     info = analysis.figure_query_info
     for j, (name, spot) in enumerate(zip(LAYERS, analysis.spotlights)):
         for i in range(nf):
-            draw_sorted_scores(axes[i, j], spot, i, tasks, legend=i == 0)
+            draw_sorted_scores(axes[i, j], spot, i, tasks, legend=i == 0 and j == 0, labels=i == nf - 1)
             if i == 0:
                 axes[i, j].set_title(name, fontsize=8)
             if j == 0 and info:
