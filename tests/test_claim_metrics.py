@@ -17,7 +17,7 @@ from icl_gd.platform.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
 from icl_gd.core.results import read_json
 
 BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",
-          "train_examples", "batch_size", "gdpp_adam_steps"}
+          "train_examples", "batch_size", "gdpp_adam_steps", "subsets", "retrain_seeds", "loo_queries"}
 SIZES = {"n_context", "layers", "train_tasks"}  # a fixed training set changes no metric key (test_vo_measurements)
 _REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6")
 TINY = {
@@ -32,7 +32,7 @@ TINY = {
     "dual-form-lm": (*(f"{s}.data.{k}" for s in ("book", "wiki") for k in ("max_train_tokens=3000", "max_eval_tokens=2000")),
                      "book.training.steps=3", "wiki.training.steps=3", "n_queries=8", "context=20", "n_passages=1"),
     "spotlights": ("train_examples=200", "hidden=8", "epochs=1", "n_queries=4", "subsets=4", "retrain_seeds=1",
-                   "loo_queries=1", "loo_k=40", "methods=", "loo_methods=attention_sum,random"),
+                   "loo_queries=1", "loo_k=40", "methods="),
 }
 
 
