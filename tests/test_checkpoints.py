@@ -60,8 +60,8 @@ def test_language_model_sets_a_damaged_checkpoint_aside_and_finishes(tmp_path):
 
 def test_dual_form_study_sets_a_damaged_or_stale_result_aside_and_finishes(tmp_path):
     study = get_study("dual-form")
-    tiny = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=2",
-            "train_examples=128", "settings=single", "steps=3"]
+    tiny = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=0",
+            "train_examples=128", "settings=single", "steps=3"]  # no per-query figures: three runs draw them
     config = apply_overrides(study.default_config(), tiny)
 
     def run(config) -> dict:
