@@ -70,7 +70,7 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
         p = int(run_dir.name.split("_")[0].removeprefix("plan"))
         _put(mean, stat.key, stat.expected[p] * (1 + value * (1.0 if p == 0 else 0.5)))
     elif isinstance(stat, OodGap):
-        _write_csv(run_dir / "ood.csv", _ood_rows(stat.reference, value))
+        _write_csv(run_dir / "ood.csv", _ood_rows(stat.reference, value, stat.sweeps))
     elif isinstance(stat, RolloutGap):
         rows = [{"damping": g, "applications": n, "model": m, "loss": loss}
                 for g in (1.0, stat.damping) for n in (1, 2, 3)
@@ -78,9 +78,11 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
                                                   + 9.0 * (g != stat.damping)))]
         _write_csv(run_dir / "depth.csv", rows)
     elif isinstance(stat, RolloutRise):  # losses 1, 1 + value, ...: the largest step-to-step change is value
-        rows = [{"damping": stat.damping, "applications": n, "model": m, "loss": loss}
+        other = "median_loss" if stat.column == "loss" else "loss"  # the column not read rises by 9 everywhere
+        rows = [{"damping": stat.damping, "applications": n, "model": m, stat.column: loss, other: 9.0 * n}
                 for m in stat.models for n, loss in ((1, 1.0), (2, 1.0 + value), (3, (1.0 + value) * 0.5))]
-        rows += [{"damping": 1.0, "applications": n, "model": "trained", "loss": float(n)} for n in (1, 2, 3)]
+        rows += [{"damping": 1.0, "applications": n, "model": "trained", stat.column: float(n), other: float(n)}
+                 for n in (1, 2, 3)]
         _write_csv(run_dir / "depth.csv", rows)
     else:  # a new kind of statistic needs a builder here
         raise AssertionError(f"{claim.id}: no synthetic builder for {stat!r}")
@@ -88,11 +90,11 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
     return run_dir
 
 
-def _ood_rows(reference: str, value: float) -> list[dict]:
-    """Scale sweeps where the trained model's worst gap to ``reference`` is ``value`` (at α = 2), plus distractor rows
-    (gap 98) that the statistic must ignore."""
+def _ood_rows(reference: str, value: float, sweeps: tuple[str, ...] = ("input_scale", "weight_scale")) -> list[dict]:
+    """The claim's sweeps where the trained model's worst gap to ``reference`` is ``value`` (at α = 2), plus
+    distractor rows (gap 98) that the statistic must ignore."""
     rows = [{"seed": 0, "sweep": sweep, "value": alpha, "model": model, "loss": loss}
-            for sweep in ("input_scale", "weight_scale") for alpha in (0.5, 1.0, 2.0)
+            for sweep in sweeps for alpha in (0.5, 1.0, 2.0)
             for model, loss in ((reference, 0.2 * alpha), ("trained", 0.2 * alpha * (1 + value * (alpha == 2.0))))]
     return rows + [{"seed": 0, "sweep": "distractors", "value": 8, "model": "trained", "loss": 99.0},
                    {"seed": 0, "sweep": "distractors", "value": 8, "model": reference, "loss": 1.0}]

@@ -44,8 +44,10 @@ def test_a_fixed_training_set_refuses_a_larger_batch_and_bad_sizes():
     with pytest.raises(ConfigError):
         LinearRegressionTask(train_tasks=-1)
     with pytest.raises(ConfigError):
-        apply_overrides(RegressionConfig(), ["train_tasks=128"]).train_config()  # batch 2048 > 128 tasks
-    assert apply_overrides(RegressionConfig(), ["train_tasks=128", "batch_size=128"]).train_config().batch_size == 128
+        apply_overrides(RegressionConfig(), ["train_tasks=128"]).check_train_tasks()  # batch 2048 > 128 tasks
+    fitting = apply_overrides(RegressionConfig(), ["train_tasks=128", "batch_size=128"])
+    fitting.check_train_tasks()
+    assert fitting.train_config().batch_size == 128
 
 
 # ---------------------------------------------------------------------------------------------------- roll-out

@@ -161,11 +161,22 @@ class RegressionConfig:
     def train_config(self) -> TrainConfig:
         """The training settings resolved for the model's depth (every model part has ``layers`` and
         ``recurrent``)."""
-        train_tasks = getattr(self.task, "train_tasks", 0)
-        if train_tasks and self.training.batch_size > train_tasks:
-            raise ConfigError(f"batch_size {self.training.batch_size} exceeds the fixed training set of "
-                              f"train_tasks={train_tasks} tasks: set batch_size={train_tasks} (full batch) or less")
         return self.training.resolve(self.model.layers, self.model.recurrent, self.evaluation.eval_every)
+
+    def check_train_tasks(self) -> None:
+        """A fixed training set (``task.train_tasks`` = M) cannot fill a batch larger than M: refused before any
+        work is done (``RegressionRun`` calls it)."""
+        check_train_tasks(self)
+
+
+def check_train_tasks(config: Any) -> None:
+    """``RegressionConfig.check_train_tasks`` for any config with ``task`` and ``training`` parts."""
+    train_tasks = getattr(getattr(config, "task", None), "train_tasks", 0)
+    training = getattr(config, "training", None)
+    if train_tasks and training is not None:
+        if training.batch_size > train_tasks:
+            raise ConfigError(f"batch_size {training.batch_size} exceeds the fixed training set of "
+                              f"train_tasks={train_tasks} tasks: set batch_size={train_tasks} (full batch) or less")
 
 
 def parts(factory: Callable[..., Any], doc: str, **values: Any) -> Any:
@@ -196,6 +207,7 @@ class RegressionRun(StudyRun):
     """
 
     def __init__(self, config: RegressionConfig, ctx: RunContext, token_task: TokenTask) -> None:
+        check_train_tasks(config)
         ev = config.evaluation
         super().__init__(ctx, ev.seed_list)
         self.config, self.token_task = config, token_task
