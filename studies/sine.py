@@ -171,7 +171,10 @@ def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor,
             "loss_rel_gap_trained_vs_meta": relative_gap(trained.loss, frozen.loss),
             "loss_rel_gap_trained_vs_meta_tuned_eta": relative_gap(trained.loss, retuned.loss),
             **alignment_metrics("vs_meta_", trained, frozen),
-            **alignment_metrics("vs_meta_tuned_", trained, retuned)})
+            **alignment_metrics("vs_meta_tuned_", trained, retuned),
+            # Fig. 4 (left): the learned function against the baselines', over the input range
+            "vs_meta_function_rel_rms": relative_prediction_rms(trained, frozen),
+            "vs_meta_tuned_function_rel_rms": relative_prediction_rms(trained, retuned)})
         predictors = {f"{trained_label} (trained)": model, frozen_label: baseline,
                       f"{frozen_label.split(' (')[0]}, η re-tuned": tuned}
         run.add_rows("functions", predicted_functions(run, predictors), seed=seed)
