@@ -57,6 +57,10 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
             elif isinstance(part, Difference):
                 _put(mean, part.first, v + 0.25)
                 _put(mean, part.second, 0.25)
+            elif isinstance(part, Ratio):
+                _put(mean, part.numerator, v)
+                for key in part.denominators:
+                    _put(mean, key, 1.0)
             else:
                 raise AssertionError(f"{claim.id}: no synthetic builder for a Least of {part!r}")
     elif isinstance(stat, WorstIdentity):
