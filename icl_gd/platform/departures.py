@@ -34,6 +34,9 @@ DEPARTURES: tuple[Departure, ...] = (
               "shows the loss stays flat along the whole path, not only at the midpoint"),
     Departure(_VO, "single-layer", "OOD grids (not keys)", "scale 0.5..2 step 0.03; weights 0.5..5 step 0.1",
               "7 and 6 points", "run time; the curves' shape is the claim"),
+    Departure(_VO, "single-layer", "roll-out test set", "their test draw (no task past the damped step's limit)",
+              "10 000 test tasks, about one with λη·λ_max(XᵀX/N) > 2 at λ = 0.75",
+              "one such task decides the mean loss past ~20 steps; the median is reported beside it"),
     Departure(_VO, "multi-layer", "evaluation.seeds", "1", "3",
               "the plateau before the drop depends on the seed; report mean and spread"),
     Departure(_VO, "multi-layer", "dampings / iterate_update", "0.75 / y only", "1, 0.75, 0.5 / all",
@@ -47,6 +50,10 @@ DEPARTURES: tuple[Departure, ...] = (
               "clipping breaks tuned schedules (21.6 at K = 4); a win is claimed only against the best"),
     Departure(_VO, "multi-layer", "K-step GD for separate layers", "one η for every step", "per-step η_k",
               "the stronger baseline"),
+    Departure(_VO, "multi-layer", "gdpp_adam_steps (GD++ tuned the authors' way)", "1000 recurrent / 30 000 "
+              "separate; η scanned on the 10 000 test tasks, float32, activations clipped at 10 from 4 layers",
+              "0 (off) in the default preset, their steps in the paper preset and the claims' plans; scan on "
+              "held-out tuning tasks, float64, no clipping", "CI smoke runs stay short; no tuning on test tasks"),
     Departure(_VO, "sine", "model.architecture", "embedding 2→40 (no bias) of whole tokens (x, y), residual MLP "
               "40→160 GELU→40, LSA width 40, ŷ = −last coordinate (`tokens`)",
               "MLP features m(x) of x only, y in its own slot (LSA width 41), trained initial read-out (`features`)",
@@ -89,6 +96,9 @@ DEPARTURES: tuple[Departure, ...] = (
     # dual-form-lm: their tasks/simple/ff_as_attention/language_lstm_ff_attention*.py with
     # sweeps/ff_as_attention/ff_as_attention_{aeshop,wikitext2}.yaml and main.py's enwik8_lstm profile; the paper
     # preset's value is ours where it still departs from theirs.
+    Departure(_IR, "dual-form", "figure queries", "10 correct and 10 misclassified test queries at random, one "
+              "file per view", "the first n_figure_queries (1) correct and misclassified per task, views in one "
+              "figure per query", "a rerun draws the same queries; fewer files"),
     Departure(_IR, "dual-form-lm", "book text", "Aesop's Fables (Project Gutenberg 49010, downloaded), character "
               "level, last 10% of the file as test", "The Devil's Dictionary (Debian dict-devil, offline), character "
               "level over its tokenised text (detokenised), split by entry (5% valid, 10% test)",
