@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
+from operator import attrgetter
+
 import pytest
 import torch
 
@@ -11,12 +14,32 @@ from icl_gd.core.optim import clip_gradients, make_optimizer, require_optimizer_
 from icl_gd.studies import get_study, study_names
 
 
+def _training_paths(config, prefix: str = "") -> list[str]:
+    """Dotted paths of every ``training`` part of a config ("" prefix for ``training`` at the top; a study with
+    several set-ups, e.g. dual-form-lm's book and wiki, has one per set-up)."""
+    paths = []
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if f.name == "training":
+            paths.append(prefix)
+        elif is_dataclass(value):
+            paths += _training_paths(value, f"{prefix}{f.name}.")
+    return paths
+
+
 @pytest.mark.parametrize("name", study_names())
 def test_grad_clip_is_one_key_in_every_study(name):
-    config = apply_overrides(get_study(name).default_config(), ["grad_clip=1", "lr=0.5", "weight_decay=0.25"])
-    assert (config.training.grad_clip, config.training.lr, config.training.weight_decay) == (1.0, 0.5, 0.25)
-    with pytest.raises(ConfigError, match="grad_clip must be non-negative"):
-        apply_overrides(config, ["grad_clip=-1"])
+    """grad_clip, lr and weight_decay are the same keys in every study's training part (one per set-up)."""
+    default = get_study(name).default_config()
+    paths = _training_paths(default)
+    assert paths, f"{name} has no training part"
+    for prefix in paths:
+        key = f"{prefix}training." if prefix else ""  # one training part: the bare key names reach it
+        config = apply_overrides(default, [f"{key}grad_clip=1", f"{key}lr=0.5", f"{key}weight_decay=0.25"])
+        training = attrgetter(f"{prefix}training")(config)
+        assert (training.grad_clip, training.lr, training.weight_decay) == (1.0, 0.5, 0.25)
+        with pytest.raises(ConfigError, match="grad_clip must be non-negative"):
+            apply_overrides(config, [f"{key}grad_clip=-1"])
 
 
 def test_make_optimizer_reads_the_shared_keys():
