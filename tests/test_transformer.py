@@ -27,14 +27,16 @@ def test_blocks_without_layer_norm_and_mlp_are_the_lsa_stack(recurrent):
     torch.testing.assert_close(states[-1], states_ref[-1], rtol=1e-12, atol=1e-14)
 
 
-def _by_hand(model: TransformerModel, tokens: torch.Tensor, recurrent: bool) -> torch.Tensor:
-    """The authors' trans_block written out: pre-LN (none before the first separate block's attention), explicit
-    attention over the context, residual, clip, LN, MLP (tanh GELU), residual, clip."""
+def _by_hand(model: TransformerModel, tokens: torch.Tensor, recurrent: bool, norm_first: bool = False) -> torch.Tensor:
+    """The authors' trans_block written out: pre-LN (none before the first separate block's attention unless
+    ``norm_first``), explicit attention over the context, residual, clip, LN, MLP (tanh GELU), residual, clip."""
     h, clip = tokens, model.config.attention.clip_activations
     for i, block in enumerate(model.layer_sequence()):
-        attn_in = h if (i == 0 and not recurrent) else F.layer_norm(
+        attn_in = h if (i == 0 and not recurrent and not norm_first) else F.layer_norm(
             h, h.shape[-1:], block.norm_attention.weight, block.norm_attention.bias)
         h = (h + block.attention.explicit_update(attn_in)).clamp(-clip, clip)
+        if block.mlp is None:
+            continue
         normed = F.layer_norm(h, h.shape[-1:], block.norm_mlp.weight, block.norm_mlp.bias)
         hidden = F.gelu(normed @ block.mlp.inner.weight.T, approximate="tanh")
         h = (h + hidden @ block.mlp.outer.weight.T).clamp(-clip, clip)
@@ -52,6 +54,21 @@ def test_layer_norm_and_mlp_placement_match_the_authors_block(recurrent):
     tokens = _tokens(seed=2) * 2
     assert model.layers[0].mlp.inner.weight.shape == (44, 11)  # the authors' widening factor 4
     torch.testing.assert_close(model(tokens), _by_hand(model, tokens, recurrent), rtol=1e-10, atol=1e-12)
+
+
+def test_one_layer_norm_first_block_normalises_the_attention_input():
+    # App. A.9's one-layer LayerNorm model ("a single linear self-attention layer succeeding LayerNorm"). Catches the
+    # plan that built none: without norm_first_block one separate block with no MLP has no LayerNorm at all.
+    attention = LSAConfig(d_model=11, n_layers=1, init_scale=2.0, clip_activations=3.0)
+    model = TransformerModel(TransformerConfig(attention, mlp=False, norm_first_block=True), seed=1).double()
+    with torch.no_grad():
+        model.layers[0].norm_attention.bias.add_(0.3)
+    tokens = _tokens(seed=3) * 2
+    built = BlockStackConfig(layers=1, block="transformer", mlp=False, norm_first_block=True).build(_Layout(), 0)
+    assert isinstance(built.layers[0].norm_attention, torch.nn.LayerNorm)  # the study's setting reaches the model
+    torch.testing.assert_close(model(tokens), _by_hand(model, tokens, False, norm_first=True), rtol=1e-10, atol=1e-12)
+    plain = TransformerModel(TransformerConfig(attention, mlp=False), seed=1).double()
+    assert isinstance(plain.layers[0].norm_attention, torch.nn.Identity)  # the authors' default: none before it
 
 
 def test_seed_ensemble_runs_transformer_blocks_like_lone_models():

@@ -8,7 +8,8 @@ One block maps tokens h (B, T, D) to
     h <- clip(h + λ · MLP(LN₂(h)))           MLP: D -> w·D -> D, GELU (tanh form, jax.nn.gelu's default)
 
 pre-LayerNorm with a learned scale and offset. As in the authors' code, the first of K separate blocks has no LN₁
-(the raw tokens enter it) while a recurrent (tied) block normalises every time; the MLP is always normalised; the
+(the raw tokens enter it) unless ``norm_first_block`` (App. A.9's one-layer model: "a single linear
+self-attention layer succeeding LayerNorm"), while a recurrent (tied) block normalises every time; the MLP is always normalised; the
 damping λ and the activation clipping apply to both residual updates; ŷ = minus the query's y slot. With neither
 LayerNorm nor MLP a block is exactly an ``LSALayer`` (tested). Shapes: B tasks, T tokens, D = d_model.
 """
@@ -39,6 +40,7 @@ class TransformerConfig:
     mlp: bool = True
     widening_factor: int = 4
     mlp_bias: bool = False
+    norm_first_block: bool = False
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "widening_factor")
@@ -100,7 +102,7 @@ class TransformerModel(nn.Module):
         if attention.recurrent:
             self.layers = nn.ModuleList([TransformerBlock(config, gen, norm_attention_input=True)])
         else:
-            self.layers = nn.ModuleList(TransformerBlock(config, gen, norm_attention_input=i > 0)
+            self.layers = nn.ModuleList(TransformerBlock(config, gen, norm_attention_input=i > 0 or config.norm_first_block)
                                         for i in range(attention.n_layers))
 
     def layer_sequence(self, n_applications: int | None = None) -> list[TransformerBlock]:
@@ -138,6 +140,8 @@ class BlockStackConfig(LSAStackConfig):
     layer_norm: bool = setting(True, "transformer blocks: LayerNorm before the attention and the MLP")
     mlp: bool = setting(True, "transformer blocks: the MLP after the attention")
     widening_factor: int = setting(4, "transformer blocks: MLP hidden width / token width (the authors' 4)")
+    norm_first_block: bool = setting(False, "transformer blocks: a LayerNorm before the first separate block's "
+                                            "attention too (App. A.9's one-layer model; the authors' code skips it)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -154,4 +158,5 @@ class BlockStackConfig(LSAStackConfig):
         if self.block == "lsa":
             return LSAModel(self.lsa_config(layout), seed=seed)
         return TransformerModel(TransformerConfig(self.lsa_config(layout), layer_norm=self.layer_norm, mlp=self.mlp,
-                                                  widening_factor=self.widening_factor), seed=seed)
+                                                  widening_factor=self.widening_factor,
+                                                  norm_first_block=self.norm_first_block), seed=seed)

@@ -43,10 +43,17 @@ FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch
                           quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION),
                           quick_estimate_s=45 * max(m, 512) / 2048 + 15)
                for m in (128, 2048)}
-# App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step.
-LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false"), seeds=3,
+# App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step. norm_first_block: the authors'
+# code skips the first block's LayerNorm, so without it this one-block model had none (the bug of stop 18's run).
+LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false", "norm_first_block=true"),
+                      seeds=3,
                       quick_seeds=1, estimate_s=60, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                       quick_estimate_s=40)
+# Fig. 14(b): two layers, "where we skip the first LayerNorm and only include a LayerNorm between the two" (the
+# authors' default placement), against two GD steps.
+LAYERNORM_2 = RunPlan("multi-layer", overrides=("layers=2", "block=transformer", "mlp=false"), seeds=3,
+                      quick_seeds=1, estimate_s=120, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
+                      quick_estimate_s=60)
 # Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed).
 SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=1400, quick_preset="default",
                quick_overrides=("steps=1000", "eval_every=500"), quick_estimate_s=110)

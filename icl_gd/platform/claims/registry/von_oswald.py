@@ -6,7 +6,8 @@ from icl_gd.platform.departures import VON_OSWALD
 from icl_gd.platform.claims.model import Claim, Direction, Kind
 from icl_gd.platform.claims.statistics import (OodGap, RolloutGap, RolloutRise, WorstDeviation, difference, metric,
                                                ratio, rel_gap)
-from icl_gd.platform.claims.registry.plans import (FIXED_TASKS, LAYERNORM_1, RECURRENT_2, RECURRENT_2_AT_N, RECURRENT_3,
+from icl_gd.platform.claims.registry.plans import (FIXED_TASKS, LAYERNORM_1, LAYERNORM_2,
+                                                   RECURRENT_2, RECURRENT_2_AT_N, RECURRENT_3,
                                                    RECURRENT_10, SEPARATE_5, SEPARATE_TOKENS, SINE, SINGLE_LAYER,
                                                    SOFTMAX_HEADS)
 from icl_gd.platform.claims.registry.rules import RULES as _RULES
@@ -24,6 +25,25 @@ _LBFGS_TUNING = ("GD++'s (η, γ) tuned by L-BFGS on held-out tasks (ours; the p
 _UNSEEN_LAWS = ("Right & center right: Comparing Transformers, GD and their weight interpolation on data "
                 "distributions never seen during training. Again, in all setups, the trained Transformer behaves "
                 "remarkably similar to GD or GD++")
+
+
+def _gdpp_loss_claims(prefix: str, plan, model_has_loss_of: str, location: str, quote: str) -> tuple[Claim, Claim]:
+    """A trained stack "matches GD++" in loss, twice: against GD++ tuned by our L-BFGS (``<prefix>-gdpp-loss``) and
+    tuned the authors' way (``-authors-tuning``), the tuning behind the paper's figures."""
+    common = dict(paper=_VO, kind=Kind.PAPER, location=location, quote=quote, runs=(plan,), threshold=0.02,
+                  direction=Direction.BELOW, threshold_source=_RULES["match"], quick_decisive=False)
+    return (
+        Claim(id=f"{prefix}-gdpp-loss", statement=f"{model_has_loss_of} tuned by L-BFGS.",
+              follows=_FOLLOWS_CODE + "; " + _LBFGS_TUNING,
+              statistic=rel_gap("loss_trained", "loss_gdpp", absolute=True), measures="|L_trained - L_GD++| / L_GD++",
+              **common),
+        Claim(id=f"{prefix}-gdpp-loss-authors-tuning", statement=f"{model_has_loss_of} tuned the authors' way.",
+              follows=_FOLLOWS_CODE + "; " + _ADAM_TUNING + ": the tuning this sentence refers to",
+              statistic=rel_gap("loss_trained", "loss_gdpp_adam", absolute=True),
+              measures="|L_trained - L_GD++(Adam)| / L_GD++(Adam)", **common),
+    )
+
+
 VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
     # ---------------------------------------------------------------- one layer (§3, Fig. 2; Fig. 1 right, App. A.6)
     Claim(id="vo-single-loss", paper=_VO, kind=Kind.PAPER,
@@ -141,24 +161,11 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
           runs=(RECURRENT_2,), statistic=metric("loss_rel_gap_trained_vs_gd"), measures="(L_trained - L_GD) / L_GD",
           threshold=0.0, direction=Direction.BELOW, threshold_source=_RULES["sign"], quick_decisive=False,
           figures=("figures/per_layer_loss.png", "figures/cosine_gd_then_gdpp.png")),
-    Claim(id="vo-recurrent2-gdpp-loss", paper=_VO, kind=Kind.PAPER,
-          location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(a) (far left)",
-          quote="the recurrent Transformer realigns perfectly with GD++ while matching its performance on in- and "
-                "out-of distribution tasks.",
-          statement="A recurrent 2-layer LSA model has the loss of 2 steps of tuned GD++.",
-          follows=_FOLLOWS_CODE + "; " + _LBFGS_TUNING,
-          runs=(RECURRENT_2,), statistic=rel_gap("loss_trained", "loss_gdpp", absolute=True),
-          measures="|L_trained - L_GD++| / L_GD++", threshold=0.02, direction=Direction.BELOW,
-          threshold_source=_RULES["match"], quick_decisive=False),
-    Claim(id="vo-recurrent2-gdpp-loss-authors-tuning", paper=_VO, kind=Kind.PAPER,
-          location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(a) (far left)",
-          quote="the recurrent Transformer realigns perfectly with GD++ while matching its performance on in- and "
-                "out-of distribution tasks.",
-          statement="A recurrent 2-layer LSA model has the loss of 2 steps of GD++ tuned the authors' way.",
-          follows=_FOLLOWS_CODE + "; " + _ADAM_TUNING + ": the tuning this sentence refers to",
-          runs=(RECURRENT_2,), statistic=rel_gap("loss_trained", "loss_gdpp_adam", absolute=True),
-          measures="|L_trained - L_GD++(Adam)| / L_GD++(Adam)", threshold=0.02, direction=Direction.BELOW,
-          threshold_source=_RULES["match"], quick_decisive=False),
+    *_gdpp_loss_claims(
+        "vo-recurrent2", RECURRENT_2, "A recurrent 2-layer LSA model has the loss of 2 steps of GD++",
+        location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(a) (far left)",
+        quote="the recurrent Transformer realigns perfectly with GD++ while matching its performance on in- and "
+              "out-of distribution tasks."),
     Claim(id="vo-recurrent2-gdpp", paper=_VO, kind=Kind.PAPER,
           location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(a) "
                    "(center left, center right)",
@@ -230,25 +237,12 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
           runs=(SEPARATE_5,), statistic=metric("loss_rel_gap_trained_vs_gd"), measures="(L_trained - L_GD) / L_GD",
           threshold=0.0, direction=Direction.BELOW, threshold_source=_RULES["sign"], quick_decisive=False,
           figures=("figures/per_layer_loss.png",)),
-    Claim(id="vo-deep-separate-gdpp-loss", paper=_VO, kind=Kind.PAPER,
-          location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
-          quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++ "
-                "with in this case 10 additional parameters and loss close to 0, see Figure 3.",
-          statement="Five separate LSA layers have the loss of 5 steps of GD++ with tuned per-step (η_k, γ_k).",
-          follows=_FOLLOWS_CODE + "; " + _LBFGS_TUNING,
-          runs=(SEPARATE_5,), statistic=rel_gap("loss_trained", "loss_gdpp", absolute=True),
-          measures="|L_trained - L_GD++| / L_GD++", threshold=0.02, direction=Direction.BELOW,
-          threshold_source=_RULES["match"], quick_decisive=False),
-    Claim(id="vo-deep-separate-gdpp-loss-authors-tuning", paper=_VO, kind=Kind.PAPER,
-          location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
-          quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++ "
-                "with in this case 10 additional parameters and loss close to 0, see Figure 3.",
-          statement="Five separate LSA layers have the loss of 5 steps of GD++ with per-step (η_k, γ_k) tuned the "
-                    "authors' way.",
-          follows=_FOLLOWS_CODE + "; " + _ADAM_TUNING + ": the tuning this sentence refers to",
-          runs=(SEPARATE_5,), statistic=rel_gap("loss_trained", "loss_gdpp_adam", absolute=True),
-          measures="|L_trained - L_GD++(Adam)| / L_GD++(Adam)", threshold=0.02, direction=Direction.BELOW,
-          threshold_source=_RULES["match"], quick_decisive=False),
+    *_gdpp_loss_claims(
+        "vo-deep-separate", SEPARATE_5, "Five separate LSA layers have the loss of 5 steps of GD++ with per-step "
+                                        "(η_k, γ_k)",
+        location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
+        quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++ with "
+              "in this case 10 additional parameters and loss close to 0, see Figure 3."),
     Claim(id="vo-deep-separate-gdpp-aligned", paper=_VO, kind=Kind.PAPER,
           location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
           quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++",
@@ -283,8 +277,18 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
           location="App. A.9 'Linear vs. softmax self-attention as well LayerNorm Transformers'; Fig. 14(a) (left)",
           quote="Left column: The Transformers is not able to match the gradient descent performance with hand-tuned "
                 "learning rate.",
-          statement="One LSA layer after a LayerNorm stays above one tuned GD step's loss.", follows=_FOLLOWS_CODE,
+          statement="One LSA layer after a LayerNorm stays above one tuned GD step's loss.",
+          follows=_FOLLOWS_CODE + "; A.9: 'a single linear self-attention layer succeeding LayerNorm'",
           runs=(LAYERNORM_1,), statistic=metric("loss_rel_gap_trained_vs_gd"), measures="(L_trained - L_GD) / L_GD",
+          threshold=0.02, direction=Direction.ABOVE, threshold_source=_RULES["not-match"], quick_decisive=False),
+    Claim(id="vo-layernorm-2", paper=_VO, kind=Kind.PAPER,
+          location="App. A.9 'Linear vs. softmax self-attention as well LayerNorm Transformers'; Fig. 14(b) (left)",
+          quote="Left column: The Transformers is not able to match the gradient descent performance with hand-tuned "
+                "learning rate.",
+          statement="Two LSA layers with a LayerNorm between them (none before the first) stay above two tuned GD "
+                    "steps' loss.", follows=_FOLLOWS_CODE + "; A.9: 'we skip the first LayerNorm and only include a "
+                                                            "LayerNorm between the two'",
+          runs=(LAYERNORM_2,), statistic=metric("loss_rel_gap_trained_vs_gd"), measures="(L_trained - L_GD) / L_GD",
           threshold=0.02, direction=Direction.ABOVE, threshold_source=_RULES["not-match"], quick_decisive=False),
     # ---------------------------------------------------------------- sine (§3, Fig. 4, App. A.7)
     Claim(id="vo-sine", paper=_VO, kind=Kind.PAPER,
