@@ -11,7 +11,7 @@ import time
 
 import jax
 
-from _authors import import_authors, parser
+from _authors import import_authors, parser, set_constructed_tokens, set_separate_tokens, set_sine
 
 p = parser(__doc__)
 p.add_argument("--setup", choices=("single", "separate3", "tokens", "sine"), required=True)
@@ -20,59 +20,10 @@ config, T = import_authors(args.authors_dir)
 config.local_usage, config.seed = True, args.seed
 
 
-def regression(K: int) -> None:
-    """constructed_token_setup.ipynb (as docs/authors_check/constructed_tokens.py sets it), K separate layers."""
-    config.deq = config.gd_deq = False
-    config.att_only_trans, config.pre_train_gd, config.train_gd_whitening, config.train_gd_lr = True, True, True, True
-    config.use_bias, config.include_query, config.distract_size = False, False, 0
-    config.use_softmax, config.first_layer_sm, config.use_non_lin_mix = False, False, False
-    config.widening_factor, config.layer_norm, config.out_proj, config.in_proj, config.adam = 4, False, False, False, True
-    config.dataset_size, config.input_size, config.key_size = 10, 10, 11
-    config.num_layers, config.num_heads = K, 1
-    config.grad_clip_value = config.grad_clip_value_gd = 10 if K > 2 else 0.001
-    config.lr = config.gd_lr = 0.0005 if K > 3 else 0.001
-    config.wd, config.init_scale = 0.0, 0.002 / K
-    config.bs, config.bs_gd_train, config.dampening = 2048, 512, 1.0
-    config.clip = 10 if K > 3 else 0
-    config.dropout_rate, config.y_update, config.input_range = 0.0, False, 1
-    config.pos_enc, config.pos_enc_size, config.concat_pos_enc, config.analyse = False, 20, False, True
-    config.cycle_data, config.emb_size = 0, 11
-
-
-def separate_tokens() -> None:
-    """normal_token_construct.ipynb (as docs/authors_check/separate_tokens.py sets it)."""
-    config.classic_token_const = True
-    config.use_softmax, config.first_layer_sm, config.use_non_lin_mix = False, True, False
-    config.deq, config.att_only_trans, config.layer_norm = False, True, False
-    config.out_proj, config.in_proj, config.adam, config.pre_train_gd = False, False, True, True
-    config.dataset_size, config.input_size, config.num_layers, config.num_heads = 10, 10, 2, 1
-    config.grad_clip_value, config.lr, config.wd = 10, 0.001, 0.0
-    config.init_scale = 0.02 / config.num_layers
-    config.bs, config.dropout_rate, config.y_update, config.input_range, config.gd_deq = 2048, 0.0, False, 1, True
-    config.pos_enc, config.pos_enc_size, config.concat_pos_enc, config.key_size = True, 10, True, 20
-    config.analyse, config.ana_copy = False, True
-
-
-def sine() -> None:
-    """non_linear_regression.ipynb (as docs/authors_check/sine.py sets it)."""
-    config.size_distract = 0
-    config.use_softmax, config.non_linear_reg_task = False, True
-    config.deq, config.gd_deq = True, True
-    config.pre_train_gd, config.train_gd_whitening, config.train_gd_lr = True, False, True
-    config.layer_norm, config.out_proj, config.in_proj, config.adam = False, False, False, True
-    config.dataset_size, config.input_size, config.key_size = 10, 39, 40
-    config.num_layers, config.num_heads = 1, 1
-    config.grad_clip_value, config.grad_clip_value_gd = 100, 100
-    config.lr, config.wd = 0.001, 0.0
-    config.init_scale = 0.002 / config.num_layers
-    config.bs, config.bs_gd_train, config.gd_lr = 2048, 2048, 0.0003
-    config.dropout_rate, config.y_update, config.input_range = 0.0, False, 10
-    config.analyse, config.input_mlp, config.input_mlp_out_dim = True, True, 40
-    config.widening_factor, config.sum_norm, config.in_proj, config.emb_size = 4, False, True, 40
-
-
-{"single": lambda: regression(1), "separate3": lambda: regression(3), "tokens": separate_tokens,
- "sine": sine}[args.setup]()
+# their notebooks' settings (constructed_token_setup with K separate layers, normal_token_construct, non_linear_regression)
+{"single": lambda: set_constructed_tokens(config, 1, recurrent=False),
+ "separate3": lambda: set_constructed_tokens(config, 3, recurrent=False),
+ "tokens": lambda: set_separate_tokens(config), "sine": lambda: set_sine(config)}[args.setup]()
 T.change_dataloader()
 
 

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from _authors import import_authors, parser
+from _authors import import_authors, parser, set_constructed_tokens
 
 p = parser(__doc__)
 p.add_argument("--layers", type=int, default=1, help="K (their num_layers); recurrent (tied) unless --separate")
@@ -58,23 +58,9 @@ if K == 1 and not recurrent:
 
 # Their Config cell (softmax = layernorm = False, one head).
 config.seed, config.local_usage = args.seed, True
-config.deq = config.gd_deq = recurrent
-config.att_only_trans, config.pre_train_gd, config.train_gd_whitening, config.train_gd_lr = True, True, True, True
-config.use_bias, config.include_query, config.distract_size = False, False, 0
+set_constructed_tokens(config, K, recurrent)
 config.training_steps = args.steps if args.steps is not None else (5000 if recurrent else 50_000)
 config.training_steps_gd = args.gd_steps if args.gd_steps is not None else (1000 if recurrent else 30_000)
-config.use_softmax, config.first_layer_sm, config.use_non_lin_mix = False, False, False
-config.widening_factor, config.layer_norm, config.out_proj, config.in_proj, config.adam = 4, False, False, False, True
-config.dataset_size, config.input_size, config.key_size = 10, 10, 11
-config.num_layers, config.num_heads = K, 1
-config.grad_clip_value = config.grad_clip_value_gd = 10 if K > 2 else 0.001
-config.lr = config.gd_lr = 0.0005 if K > 3 else 0.001
-config.wd, config.init_scale = 0.0, 0.002 / K
-config.bs, config.bs_gd_train, config.dampening = 2048, 512, 1.0
-config.clip = 10 if K > 3 else 0
-config.dropout_rate, config.y_update, config.input_range = 0.0, False, 1
-config.pos_enc, config.pos_enc_size, config.concat_pos_enc, config.analyse = False, 20, False, True
-config.cycle_data, config.emb_size = 0, 11
 d, N = config.input_size, config.dataset_size
 
 

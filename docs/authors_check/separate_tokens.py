@@ -7,7 +7,7 @@ import time
 
 import jax
 
-from _authors import import_authors, parser
+from _authors import import_authors, parser, set_separate_tokens
 
 p = parser(__doc__)
 p.add_argument("--steps", type=int, default=10_000)
@@ -15,18 +15,8 @@ args = p.parse_args()
 config, T = import_authors(args.authors_dir)
 
 # Their Config cell (two layers, softmax first, one head).
-config.classic_token_const = True
-config.local_usage = True
-config.training_steps = args.steps
-config.use_softmax, config.first_layer_sm, config.use_non_lin_mix = False, True, False
-config.deq, config.att_only_trans, config.layer_norm = False, True, False
-config.out_proj, config.in_proj, config.adam, config.pre_train_gd = False, False, True, True
-config.dataset_size, config.input_size, config.num_layers, config.num_heads = 10, 10, 2, 1
-config.grad_clip_value, config.lr, config.wd = 10, 0.001, 0.0
-config.init_scale = 0.02 / config.num_layers
-config.bs, config.dropout_rate, config.y_update, config.input_range, config.gd_deq = 2048, 0.0, False, 1, True
-config.pos_enc, config.pos_enc_size, config.concat_pos_enc, config.key_size = True, 10, True, 20
-config.analyse, config.ana_copy = False, True
+set_separate_tokens(config)
+config.local_usage, config.training_steps = True, args.steps
 config.seed = args.seed
 T.change_dataloader()
 make = T.data_creator

@@ -9,7 +9,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from _authors import import_authors, parser
+from _authors import import_authors, parser, set_sine
 
 p = parser(__doc__)
 p.add_argument("--steps", type=int, default=20_000, help="the trained model's steps (theirs: 20000)")
@@ -20,21 +20,9 @@ config, T = import_authors(args.authors_dir)
 from src.data import create_weights  # noqa: E402  (their module, importable once their folder is on the path)
 
 # Their Config cell.
-config.local_usage, config.size_distract = True, 0
+set_sine(config)
+config.local_usage, config.seed = True, args.seed
 config.training_steps, config.training_steps_gd = args.steps, args.baseline_steps
-config.use_softmax, config.non_linear_reg_task = False, True
-config.deq, config.gd_deq = True, True
-config.pre_train_gd, config.train_gd_whitening, config.train_gd_lr = True, False, True
-config.layer_norm, config.out_proj, config.in_proj, config.adam = False, False, False, True
-config.dataset_size, config.input_size, config.key_size = 10, 39, 40
-config.num_layers, config.num_heads = 1, 1
-config.grad_clip_value, config.grad_clip_value_gd = 100, 100
-config.lr, config.wd = 0.001, 0.0
-config.init_scale = 0.002 / config.num_layers
-config.bs, config.bs_gd_train, config.gd_lr = 2048, 2048, 0.0003
-config.dropout_rate, config.y_update, config.input_range, config.seed = 0.0, False, 10, args.seed
-config.analyse, config.input_mlp, config.input_mlp_out_dim = True, True, 40
-config.widening_factor, config.sum_norm, config.in_proj, config.emb_size = 4, False, True, 40
 T.change_dataloader()
 make = T.data_creator
 
