@@ -124,19 +124,20 @@ def load_run(path: str | Path) -> Run:
 def run_study(name: str, out: str | Path, *, registry: "StudyRegistry", preset: str = "default",
               steps: int | None = None, seeds: int | None = None,
               overrides: Sequence[str] | Mapping[str, Any] = (), device: str = "cpu", threads: int | None = None,
-              progress: bool = False, force: bool = False) -> Run:
+              progress: bool = False, force: bool = False, figures: bool = True) -> Run:
     """Run study ``name`` into ``out`` (as ``icl-gd run`` does) and return the finished run.
 
     ``overrides`` are ``--set`` values: ``["n_test=1000", "task.d=5"]`` or ``{"n_test": 1000, "task.d": 5}``.
     ``threads`` None takes the study's default; like the CLI it sets this process's torch (and BLAS) threads. A
-    rerun into an unfinished ``out`` resumes it; a finished one is a RunDirectoryError unless ``force``.
+    rerun into an unfinished ``out`` resumes it; a finished one is a RunDirectoryError unless ``force``. ``figures``
+    False draws none (same numbers, a fraction of a small run's time).
     """
     from icl_gd.platform.runner import execute_run  # torch and the runner load only when a study runs
 
     if isinstance(overrides, Mapping):
         overrides = [f"{key}={_override_value(value)}" for key, value in overrides.items()]
     execute_run(registry, name, Path(out), preset, list(overrides), steps=steps, seeds=seeds, device=device,
-                threads=threads, progress=progress, force=force)
+                threads=threads, progress=progress, force=force, figures=figures)
     return load_run(out)
 
 

@@ -31,7 +31,7 @@ def get_study(name: str) -> Study:
 
 def run(name: str, out, **options):
     """Run study ``name`` into ``out`` and return the finished run (``icl_gd.api.run_study`` with ``REGISTRY``;
-    ``options``: preset, steps, seeds, overrides, device, threads, progress, force)."""
+    ``options``: preset, steps, seeds, overrides, device, threads, progress, force, figures)."""
     from icl_gd.api import run_study
 
     return run_study(name, out, registry=REGISTRY, **options)

@@ -72,7 +72,7 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
             result = run.resumable(f"{name}/seed-{seed}", fingerprint, lambda: run_setting(
                 config.training, config.analysis, name, tasks, seed, ctx.out / "memory" / name / f"seed-{seed}",
                 ctx.device, config.data.single_task, config.keep_memory))
-            if seed == config.seed:
+            if seed == config.seed and ctx.figures:
                 setting_figures(ctx.out, name, result.analysis, tasks)
             seconds[name] += result.wall_seconds
             metrics = {**result.accuracies, **result.analysis.metrics, "wall_seconds": result.wall_seconds}
@@ -84,7 +84,8 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
         run.record(seed, headline(run.per_seed[seed], config.settings))
     run.add_rows("vote_accuracy", vote_table(analyses))
     run.add_rows("verification", verification_table(analyses))
-    summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"])
+    if ctx.figures:
+        summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"])
     write_json(ctx.out / "summary.json", {"dataset": tasks[0].data.name, "second_task": tasks[1].data.name,
                                           "wall_seconds_per_setting": seconds})
     return run.finish(reductions={"verify_max_rel_error": max})

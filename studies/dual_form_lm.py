@@ -152,7 +152,8 @@ def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunConte
             sections = passages[0].split("\n## ")
             if len(sections) > 1:  # the first query and its passages, in the run's own output
                 print("## " + sections[1].strip())
-            lm_figures(ctx.out, layers, trained.n_steps, prefix=f"{name}.")
+            if ctx.figures:
+                lm_figures(ctx.out, layers, trained.n_steps, prefix=f"{name}.")
             run.add_rows("sorted_attention", [{"setup": name, "layer": a.name, "query": i, "rank": int(rank),
                                                "share": float(share)}
                                               for a in layers for i, curve in enumerate(a.scores.curves)

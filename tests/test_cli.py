@@ -79,11 +79,12 @@ def test_finished_run_needs_force_and_same_seed_gives_same_numbers(tiny_run, tmp
     code, out = _invoke(["run", "single-layer", "--out", str(tiny_run), *TINY])
     assert code == 2 and "already holds a finished run" in out and "Traceback" not in out
     other = tmp_path / "again"
-    code, _ = _invoke(["run", "single-layer", "--out", str(other), *TINY, "--seeds", "2"])
+    code, _ = _invoke(["run", "single-layer", "--out", str(other), *TINY, "--seeds", "2", "--no-figures"])
     assert code == 0
     first = json.loads((tiny_run / "metrics.json").read_text())
     second = json.loads((other / "metrics.json").read_text())
-    assert first == second
+    assert first == second  # drawing no figure changes no number
+    assert not (other / "figures").exists() and json.loads((other / "config.json").read_text())["figures"] is False
 
 
 @pytest.mark.parametrize("args,message", [
@@ -122,7 +123,7 @@ def test_unwritable_out_is_a_usage_error(tmp_path):
 
 def test_damaged_checkpoint_is_a_one_line_notice_not_a_traceback(tiny_run, tmp_path):
     out = tmp_path / "damaged"
-    args = ["run", "single-layer", "--out", str(out), *TINY, "--set", "checkpoint_every=10"]
+    args = ["run", "single-layer", "--out", str(out), *TINY, "--set", "checkpoint_every=10", "--no-figures"]
     assert _invoke(args)[0] == 0
     checkpoint = out / "checkpoints" / "trained_seed0.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[:100])
@@ -168,7 +169,8 @@ def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monke
 
     monkeypatch.setattr(study, "scored_rows", interrupt_once)
     out = tmp_path / "resumed"
-    args = ["run", "single-layer", "--out", str(out), *TINY, "--seeds", "2", "--set", "checkpoint_every=10"]
+    args = ["run", "single-layer", "--out", str(out), *TINY, "--seeds", "2", "--set", "checkpoint_every=10",
+            "--no-figures"]
     code, text = _invoke(args)
     assert code == 130 and "resume" in text
     assert (out / "checkpoints" / "trained_seed0.pt").exists() and not (out / "metrics.json").exists()
@@ -176,5 +178,5 @@ def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monke
     assert code == 0, text
     uninterrupted = tmp_path / "straight"
     code, _ = _invoke(["run", "single-layer", "--out", str(uninterrupted), *TINY, "--seeds", "2",
-                       "--set", "checkpoint_every=10"])
+                       "--set", "checkpoint_every=10", "--no-figures"])
     assert json.loads((out / "metrics.json").read_text()) == json.loads((uninterrupted / "metrics.json").read_text())

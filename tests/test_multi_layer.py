@@ -22,10 +22,10 @@ REQUIRED = ("loss_trained", "loss_gd", "loss_gdpp", "loss_trained_per_layer", "l
             "trained_eta", "trained_gamma")
 
 
-def _run(tmp_path, **settings):
+def _run(tmp_path, figures=True, **settings):
     config = _config(**settings)
     mean = get_study("multi-layer").run(config, RunContext(out=tmp_path, device=torch.device("cpu"),
-                                                           progress=False))
+                                                           progress=False, figures=figures))
     return config, mean, read_json(tmp_path / "metrics.json")
 
 
@@ -76,8 +76,8 @@ def test_recurrent_run_writes_everything(tmp_path):
 
 
 def test_separate_layers_and_sequential_seeds_match_batched(tmp_path):
-    _, _, batched = _run(tmp_path / "a", layers=3, recurrent=False)
-    _, _, sequential = _run(tmp_path / "b", layers=3, recurrent=False, batched_seeds=False,
+    _, _, batched = _run(tmp_path / "a", figures=False, layers=3, recurrent=False)
+    _, _, sequential = _run(tmp_path / "b", figures=False, layers=3, recurrent=False, batched_seeds=False,
                             tune_from_trained=False)  # only the training is compared: skip the extra tuning
     a, b = batched["mean"], sequential["mean"]
     assert len(a["trained_eta"]) == len(a["gdpp_gamma"]) == len(a["loss_trained_per_layer"]) == 3

@@ -84,7 +84,8 @@ def test_summary_is_mean_std_and_t_interval_over_seeds_per_grid_point(tmp_path):
 def _sweep_command(out):
     sets = [a for item in [*TINY, "grad_clip=0"] for a in ("--set", item)]
     return [sys.executable, "-c", "from cli import app; app()", "sweep", "single-layer", "--out", str(out),
-            "--grid", "lr=0.001,100000000", "--seeds", "1", "--workers", "2", *sets, "--no-progress"]
+            "--grid", "lr=0.001,100000000", "--seeds", "1", "--workers", "2", *sets, "--no-progress",
+            "--no-figures"]
 
 
 def test_local_sweep_records_failures_survives_a_killed_worker_and_a_rerun_completes(tmp_path):
@@ -119,8 +120,10 @@ def test_local_sweep_records_failures_survives_a_killed_worker_and_a_rerun_compl
     # every finished run has the numbers of an uninterrupted hand run of the same spec
     for spec in plan_sweep("single-layer", {"lr": ["0.001"]}, 1, overrides=[*TINY, "grad_clip=0"]):
         reference = tmp_path / f"hand_{spec.run_id()}"
-        execute_run(REGISTRY, spec.study, reference, spec.preset, spec.overrides, threads=1, progress=False)
+        execute_run(REGISTRY, spec.study, reference, spec.preset, spec.overrides, threads=1, progress=False,
+                    figures=False)
         assert _seed_metrics(out / "runs" / spec.run_id()) == _seed_metrics(reference)
+        assert not (out / "runs" / spec.run_id() / "figures").exists()  # --no-figures reached the pool's workers
         config = json.loads((out / "runs" / spec.run_id() / "config.json").read_text())
         assert config["preset"] == "default" and config["threads"] == 1
         assert config["config"]["evaluation"]["seeds"] == 1
@@ -176,13 +179,15 @@ def test_ray_backend_on_a_local_ray_instance_listens_on_loopback_and_gives_the_l
         assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
         listening = _listening_addresses_of_this_process_tree()
         assert listening and set(listening) <= LOOPBACK, listening
-        on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
+        on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False, figures=False)
     finally:
         ray.shutdown()
-    local = run_sweep(specs, tmp_path / "local", registry=REGISTRY, backend="local", workers=2, progress=False)
+    local = run_sweep(specs, tmp_path / "local", registry=REGISTRY, backend="local", workers=2, progress=False,
+                      figures=False)
     assert [r.status for r in on_ray] == ["done", "done"] == [r.status for r in local]
     for a, b in zip(on_ray, local):
         assert a.run_dir.name == b.run_dir.name and a.metrics == b.metrics
         assert _seed_metrics(a.run_dir) == _seed_metrics(b.run_dir)
+        assert not (a.run_dir / "figures").exists()  # figures=False reached the Ray tasks
     again = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
     assert [r.status for r in again] == ["skipped"] * 2

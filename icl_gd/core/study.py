@@ -38,6 +38,7 @@ class RunContext:
     out: Path
     device: torch.device
     progress: bool = True
+    figures: bool = True  # False: no figure is drawn (numbers and tables unchanged; drawing is most of a tiny run)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: st
         "resolved_training": resolved,
         "device": str(ctx.device),
         "threads": torch.get_num_threads(),
+        "figures": ctx.figures,
         "command": sys.argv,
         "versions": {"icl_gd": __version__, "python": platform.python_version(), "torch": torch.__version__,
                      "platform": platform.platform()},
@@ -201,7 +203,7 @@ class StudyRun:
                columns: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
         """Write every table (``columns`` fixes a table's column order; ``curves`` has ``CURVE_COLUMNS``), then the
         figures ``figures(mean)`` yields as (name, figure), then ``metrics.json`` (last: it marks the run
-        finished). Returns the mean metrics."""
+        finished). No figure is drawn when the run's context says ``figures=False``. Returns the mean metrics."""
         from icl_gd.core.plotting import save_figure
 
         columns = {"curves": CURVE_COLUMNS, **(columns or {})}
@@ -209,6 +211,6 @@ class StudyRun:
             if rows:
                 write_csv(self.ctx.out / f"{name}.csv", rows, list(columns[name]) if name in columns else None)
         mean = mean_over_seeds(self.per_seed, reductions)
-        for name, figure in (figures(mean) if figures else ()):
+        for name, figure in (figures(mean) if figures and self.ctx.figures else ()):
             save_figure(figure, self.ctx.out, name)
         return write_metrics(self.ctx.out, self.per_seed, reductions)

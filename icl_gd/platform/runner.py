@@ -54,13 +54,14 @@ def set_threads(threads: int | None) -> None:
 
 def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "default", overrides: Sequence[str] = (), *,
                 steps: int | None = None, seeds: int | None = None, device: str = "cpu",
-                threads: int | None = None, progress: bool = True, force: bool = False) -> dict[str, Any]:
+                threads: int | None = None, progress: bool = True, force: bool = False,
+                figures: bool = True) -> dict[str, Any]:
     """Run ``study`` into ``out`` and return the ``mean`` metrics it wrote to ``metrics.json``.
 
     ``threads`` None takes the study's default (1 for the regression studies). Raises ConfigError (bad setting,
     device, or a run too large for the free memory, naming the key to lower) before ``out`` is touched, and
     RunDirectoryError when ``out`` holds a finished run (without ``force``), is unwritable or is in use by
-    another run.
+    another run. ``figures`` False draws no figure (the numbers and tables are the same).
     """
     spec = registry.get(study)
     config = resolve_study_config(spec, preset, overrides, steps=steps, seeds=seeds)
@@ -70,7 +71,7 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
     out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
     with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
-        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress)
+        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures)
         write_resolved_config(ctx, spec, config, preset)
         return spec.run(config, ctx)
 

@@ -29,7 +29,7 @@ CONNECT_TIMEOUT_S = 5.0  # to reach a Ray cluster's address before handing it to
 
 
 def run_local(specs: Sequence[RunSpec], root: str, device: str, registry: StudyRegistry, workers: int,
-              started: Started, finished: Finished, threads: int = 1) -> None:
+              started: Started, finished: Finished, threads: int = 1, figures: bool = True) -> None:
     """Run ``specs`` on ``workers`` processes (spawned: a clean interpreter each, ``threads`` intra-op threads).
 
     A worker that dies (killed, out of memory) breaks the pool: the runs it and the other workers had in flight
@@ -56,7 +56,8 @@ def run_local(specs: Sequence[RunSpec], root: str, device: str, registry: StudyR
                 started(run_id)
 
         try:
-            futures: dict[Future, RunSpec] = {pool.submit(run_one_in_pool, s, root, device, registry, threads): s
+            futures: dict[Future, RunSpec] = {pool.submit(run_one_in_pool, s, root, device, registry, threads,
+                                                          figures): s
                                               for s in remaining}
             pending = set(futures)
             while pending:
@@ -95,7 +96,7 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
 
 
 def run_ray(specs: Sequence[RunSpec], root: str, device: str, registry: StudyRegistry, workers: int | None,
-            address: str | None, started: Started, finished: Finished, threads: int = 1) -> None:
+            address: str | None, started: Started, finished: Finished, threads: int = 1, figures: bool = True) -> None:
     """Run each spec as one Ray task (``num_cpus=threads``) on the cluster at ``address`` (``auto``, ``HOST:PORT``,
     ``ray://HOST:PORT``), on an already initialised Ray, or (neither) on a local single-node instance started for
     the sweep on loopback only and shut down after. The run directories must be on storage every node sees:
@@ -111,7 +112,7 @@ def run_ray(specs: Sequence[RunSpec], root: str, device: str, registry: StudyReg
         start_local_ray(max(threads, workers * threads if workers else os.cpu_count() or 1))
     try:
         task = ray.remote(num_cpus=threads)(run_one)  # Ray retries a task whose node or worker died (system failure)
-        refs = {task.remote(spec, root, device, registry, threads): spec for spec in specs}
+        refs = {task.remote(spec, root, device, registry, threads, figures): spec for spec in specs}
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         for spec in list(refs.values())[:slots]:
             started(spec.run_id())  # Ray does not say when a task starts; the first `slots` are running

@@ -33,11 +33,11 @@ class RunRecord:
 
 def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, backend: str = "local",
               workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
-              threads: int | None = None) -> list[RunRecord]:
+              threads: int | None = None, figures: bool = True) -> list[RunRecord]:
     """Run every spec in ``root/runs/<run_id>`` (specs may mix studies and presets); a run directory that holds
     a finished run is skipped. ``threads``: CPU threads of each run (default 1). ``workers``: local processes
     (default: the number of cores over ``threads``) or, for a Ray instance started here, its CPUs. Failed runs
-    are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt)."""
+    are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt). ``figures`` False: the runs draw none."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers <= 0:
@@ -74,9 +74,10 @@ def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, 
     try:
         if todo and backend == "local":
             default_workers = max(1, (os.cpu_count() or 1) // threads)
-            run_local(todo, str(root), device, registry, workers or default_workers, display.start, finished, threads)
+            run_local(todo, str(root), device, registry, workers or default_workers, display.start, finished, threads,
+                      figures)
         elif todo:
-            run_ray(todo, str(root), device, registry, workers, address, display.start, finished, threads)
+            run_ray(todo, str(root), device, registry, workers, address, display.start, finished, threads, figures)
     finally:
         display.close()
     return [records[run_id] for run_id in ids]

@@ -52,9 +52,10 @@ def install_notice_printer(prefix: str = "") -> None:
     warnings.showwarning = show
 
 
-def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1) -> RunOutcome:
-    """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run`` on ``threads`` CPU threads; never raises for
-    a failed run."""
+def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1,
+            figures: bool = True) -> RunOutcome:
+    """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run`` on ``threads`` CPU threads (drawing its figures
+    unless ``figures`` is False); never raises for a failed run."""
     from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
 
     run_dir = Path(root) / "runs" / spec.run_id()
@@ -64,7 +65,7 @@ def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, thre
         return RunOutcome("done", None, 0.0, finished)
     try:
         execute_run(registry, spec.study, run_dir, spec.preset, spec.overrides, device=device, threads=threads,
-                    progress=False)
+                    progress=False, figures=figures)
     except ICLGDError as exc:
         return RunOutcome("failed", _one_line(str(exc)), time.perf_counter() - start)
     except (MemoryError, RuntimeError) as exc:
@@ -96,8 +97,9 @@ def init_pool_worker(started_queue: Any, threads: int = 1) -> None:
     install_notice_printer()
 
 
-def run_one_in_pool(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1) -> RunOutcome:
+def run_one_in_pool(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1,
+                    figures: bool = True) -> RunOutcome:
     """``run_one``, reporting (run_id, pid) first so the driver knows which runs are in flight."""
     if _started_queue is not None:
         _started_queue.put((spec.run_id(), os.getpid()))
-    return run_one(spec, root, device, registry, threads)
+    return run_one(spec, root, device, registry, threads, figures)
