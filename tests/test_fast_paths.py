@@ -5,6 +5,10 @@
   explicit attention's (the backward pass is what the path exists for).
 - ``make_optimizer``'s fused Adam(W): catches a fused update that is not Adam(W) (betas, decoupled decay, bias
   correction) beyond round-off, and a fused flag set where torch cannot run it.
+- Sampling and token construction in fewer passes (in-place shifts, no multiply by 1, no clone-then-zero, each part
+  padded from its view): bit-identical to the previous construction, written out here. Catches a changed
+  generator call (order, shape, dtype), a dropped scale that is not 1, a query whose y slot is not zero, and a
+  padded split whose pad columns are not zero or whose parts are not contiguous.
 """
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ import torch
 from icl_gd.core.optim import make_optimizer
 from icl_gd.regression import lsa
 from icl_gd.regression.lsa import LSAConfig, LSAModel
+from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream, UniformInputs, make_generator
+from icl_gd.regression.tokens import ConcatLayout
 
 
 def _explicit_prediction(model: LSAModel, tokens: torch.Tensor) -> torch.Tensor:
@@ -75,3 +81,39 @@ def test_fused_adam_follows_the_foreach_update(name, decay):
         reference.step()
     for p, q in zip(fused, plain):
         torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
+
+
+def _previous_draw(task: LinearRegressionTask, B: int, seed: int, step: int, dtype: torch.dtype):
+    """The batch as sampled before issue 21's second round: (u - 0.5) * width, randn * std, randn * scale."""
+    gen = make_generator(seed, step, Stream.TRAIN)
+    N, d, dy = task.n_context, task.d, task.d_y
+    w = torch.randn(B, dy, d, generator=gen, dtype=dtype) * task.weight_scale
+    if isinstance(task.inputs, UniformInputs):
+        x = (torch.rand((B, N + 1, d), generator=gen, dtype=dtype) - 0.5) * task.inputs.width
+    else:
+        x = torch.randn((B, N + 1, d), generator=gen, dtype=dtype) * task.inputs.std
+    return x, x @ w.transpose(1, 2), w
+
+
+@pytest.mark.parametrize("inputs,scale", [(UniformInputs(), 1.0), (UniformInputs(2.5), 0.3),
+                                          (NormalInputs(), 1.0), (NormalInputs(std=1.7), 2.0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sampling_and_tokens_are_bit_identical_to_the_previous_construction(inputs, scale, dtype):
+    task = LinearRegressionTask(d=5, n_context=7, d_y=2, inputs=inputs, weight_scale=scale)
+    batch = task.sample(64, seed=3, step=11, dtype=dtype)
+    x, y, w = _previous_draw(task, 64, 3, 11, dtype)
+    assert torch.equal(batch.x, x) and torch.equal(batch.y, y) and torch.equal(batch.w, w)
+    y_blank = y.clone()
+    y_blank[:, -1] = 0
+    assert torch.equal(ConcatLayout(5, 2).tokens(batch), torch.cat([x, y_blank], dim=-1))
+
+
+@pytest.mark.parametrize("width", [11, 12])
+def test_padded_split_is_the_previous_pad_then_copy(width):
+    tokens = torch.randn(6, 9, 11, requires_grad=True)
+    context, query = lsa._split_padded(tokens, width)
+    padded = torch.nn.functional.pad(tokens, (0, width - 11))
+    assert torch.equal(context, padded[:, :-1]) and torch.equal(query, padded[:, -1])
+    assert context.is_contiguous() and query.is_contiguous()
+    (context.sum() + 2 * query.sum()).backward()  # the gradient still reaches the tokens: 1 on context, 2 on query
+    assert torch.equal(tokens.grad, torch.cat([torch.ones(6, 8, 11), torch.full((6, 1, 11), 2.0)], dim=1))

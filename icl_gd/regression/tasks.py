@@ -47,7 +47,9 @@ class UniformInputs:
         require_positive("input_range (uniform width)", self.width)
 
     def sample(self, shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
-        return (torch.rand(shape, generator=gen, device=device, dtype=dtype) - 0.5) * self.width
+        # In place, and no multiply by width 1 (exact): the same values as (u - 0.5) * width in one pass, not three.
+        x = torch.rand(shape, generator=gen, device=device, dtype=dtype).sub_(0.5)
+        return x if self.width == 1.0 else x.mul_(self.width)
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class NormalInputs:
     def sample(self, shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
         z = torch.randn(shape, generator=gen, device=device, dtype=dtype)
         if self.covariance is None:
-            return z * self.std
+            return z if self.std == 1.0 else z.mul_(self.std)
         chol = torch.linalg.cholesky(torch.tensor(self.covariance, device=device, dtype=torch.float64))
         if chol.shape[0] != shape[-1]:
             raise ConfigError(f"input covariance is {chol.shape[0]}x{chol.shape[0]} but d={shape[-1]}")
@@ -201,7 +203,9 @@ class LinearRegressionTask(AddressedTask):
 
     def draw(self, batch_size: int, gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> RegressionBatch:
         B, N, d, dy = batch_size, self.n_context, self.d, self.d_y
-        w = torch.randn(B, dy, d, generator=gen, device=device, dtype=dtype) * self.weight_scale
+        w = torch.randn(B, dy, d, generator=gen, device=device, dtype=dtype)
+        if self.weight_scale != 1.0:  # scaling by 1 is exact: skip the pass
+            w.mul_(self.weight_scale)
         x = self.inputs.sample((B, N + 1, d), gen, device, dtype)
         y = x @ w.transpose(1, 2)
         if self.label_noise > 0:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import nn
 
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
 
@@ -31,9 +32,8 @@ class ConcatLayout:
 
     def tokens(self, batch: RegressionBatch) -> torch.Tensor:
         """(B, N+1, d_x+d_y) tokens of ``batch``; the query's y slot is zero."""
-        y = batch.y.clone()
-        y[:, -1] = 0
-        return torch.cat([batch.x, y], dim=-1)
+        y_with_blank_query = nn.functional.pad(batch.y[:, :-1], (0, 0, 0, 1))  # one pass, no clone then zero
+        return torch.cat([batch.x, y_with_blank_query], dim=-1)
 
     def split(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(x_context (B, N, d_x), y_context (B, N, d_y), x_query (B, d_x)) read back from tokens."""
