@@ -13,9 +13,8 @@ way in every study (``TrainingConfig.resolve``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
