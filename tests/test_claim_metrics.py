@@ -105,3 +105,14 @@ def test_a_typo_in_a_metric_key_fails(tiny_runs):
     metrics = read_json(tiny_runs[group] / "metrics.json")["mean"]
     with pytest.raises(MissingEvidence):
         typo.statistic(SeedEvidence((metrics,), (tiny_runs[group],)))
+
+
+def test_no_tiny_run_draws_a_figure(tiny_runs):
+    """``figures=False`` reaches every study, including dual-form and dual-form-lm, which draw outside
+    ``StudyRun.finish`` and so need their own guard (dropping either guard writes PNGs here)."""
+    ran = {group[0] for group, run_dir in tiny_runs.items() if not isinstance(run_dir, str)}
+    assert {"dual-form", "dual-form-lm"} <= ran, ran
+    drawn = {" ".join((group[0], *group[2])): sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*")
+                                                     if p.suffix in {".png", ".pdf", ".svg"})
+             for group, run_dir in tiny_runs.items() if not isinstance(run_dir, str)}
+    assert not any(drawn.values()), {k: v for k, v in drawn.items() if v}
