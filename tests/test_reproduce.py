@@ -243,3 +243,24 @@ def test_generated_readme_block_passes_its_own_check(tmp_path):
         ("vo-single-loss", "holds")]
     assert "`vo-prop1-exact`" in checks_part and "**1 claim: 1 hold, 0 fail, 0 inconclusive; 1 construction" in block
     assert page.is_file()
+
+
+def test_plan_sets_finished_runs_measured_time_beside_the_estimate(tmp_path):
+    from icl_gd.core.timing import append_attempt
+
+    claims = select_claims(["vo-single-loss"])
+    specs = seed_specs(claims[0].runs[0], quick=False)
+    done, timed_run = tmp_path / "r" / "runs" / specs[0].run_id(), tmp_path / "r" / "runs" / specs[1].run_id()
+    for run, seconds in ((done, None), (timed_run, 90.0)):
+        run.mkdir(parents=True)
+        (run / "metrics.json").write_text(json.dumps({"mean": {}}))
+        if seconds is not None:  # an interrupted attempt, then the one that finished: both count
+            append_attempt(run, {"wall_s": 30.0, "cpu_s": 29.0, "outcome": "interrupted"})
+            append_attempt(run, {"wall_s": seconds, "cpu_s": 88.0, "outcome": "finished"})
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
+    assert result.exit_code == 0, result.output
+    lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
+    estimate = claims[0].runs[0].estimate_s / 60
+    assert lines[0].endswith("(done)") and lines[2].endswith(f"(~{estimate:.1f} min)")
+    assert lines[1].endswith(f"(done in 2.0 min, estimated {estimate:.1f})")
+    assert f"finished runs with timings (1): measured 2.0 min of wall time against {estimate:.1f} min" in result.output

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from icl_gd.core.timing import timed
+
 F = TypeVar("F", bound=Callable[..., Any])
 QUIET_S = 5.0
 EVERY_S = 30.0
@@ -33,10 +35,16 @@ def stderr_console() -> Any:
 
 @contextmanager
 def progress_bar(total: int, description: str, enabled: bool) -> Iterator[Callable[[int, float], None]]:
-    """A training bar showing step and loss, ``update(step, loss)``; a no-op when disabled."""
-    if not enabled:
-        yield lambda step, loss: None
-        return
+    """A training bar showing step and loss, ``update(step, loss)``; a no-op when disabled. Its block is the
+    ``training`` phase of the run's ``timings.json`` either way."""
+    with timed("training"):
+        if not enabled:
+            yield lambda step, loss: None
+            return
+        yield from _bar(total, description)
+
+
+def _bar(total: int, description: str) -> Iterator[Callable[[int, float], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -80,10 +88,15 @@ def phases_shown(enabled: bool) -> Iterator[None]:
 
 @contextmanager
 def phase(name: str) -> Iterator[None]:
-    """A named long phase (see the module docstring)."""
-    if not _shown.get():
-        yield
-        return
+    """A named long phase (see the module docstring); timed in the run's ``timings.json`` whether shown or not."""
+    with timed(name):
+        if not _shown.get():
+            yield
+            return
+        yield from _shown_phase(name)
+
+
+def _shown_phase(name: str) -> Iterator[None]:
     current = _Phase(name)
     token = _current.set(current)
     stop = threading.Event()

@@ -20,6 +20,7 @@ from torch import nn
 
 from icl_gd.core.errors import DivergenceError
 from icl_gd.core.optim import clip_gradients
+from icl_gd.core.timing import timed
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
 
 LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
@@ -101,6 +102,13 @@ def train_epochs(
     """Train ``run.model`` on ``data`` for ``loop.epochs`` epochs numbered from ``first_epoch``; each epoch's order
     is ``torch.randperm`` from ``generator``. ``on_step(recorder step, loss)`` follows every optimizer step and
     ``on_epoch(epoch)`` every epoch (after the schedule). A non-finite loss raises ``DivergenceError``."""
+    with timed("training"):
+        _epochs(run, data, loop, generator, first_epoch, on_step, on_epoch, label)
+
+
+def _epochs(run: RecordedSGD, data: TrainingSet, loop: EpochLoop, generator: torch.Generator, first_epoch: int,
+            on_step: Callable[[int, torch.Tensor], None] | None, on_epoch: Callable[[int], None] | None,
+            label: str) -> None:
     steps = 0
     for epoch in range(first_epoch, first_epoch + loop.epochs):
         order = torch.randperm(len(data), generator=generator)

@@ -20,6 +20,7 @@ from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.runlock import RunLock
 from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, write_resolved_config
+from icl_gd.core.timing import run_timing
 
 
 def resolve_device(name: str) -> torch.device:
@@ -73,7 +74,8 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
         # Again under the lock: another run may have finished it since the check above.
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures)
         write_resolved_config(ctx, spec, config, preset)
-        return spec.run(config, ctx)
+        with run_timing(out):  # timings.json: this attempt's wall / CPU time and its phases
+            return spec.run(config, ctx)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

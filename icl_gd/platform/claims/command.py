@@ -11,6 +11,7 @@ from pathlib import Path
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
+from icl_gd.core.timing import measured_wall_s
 from icl_gd.platform.claims.report import ReportHeader, readme_block, update_readme, write_report
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
@@ -39,6 +40,35 @@ def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tupl
     for estimate in todo:
         loads[loads.index(min(loads))] += estimate
     return max(loads), len(todo)
+
+
+def _finished_wall_s(planned: PlannedRun, root: Path) -> tuple[bool, float | None]:
+    """(finished?, its measured wall seconds from timings.json, None when it recorded none)."""
+    run_dir = root / "runs" / planned.spec.run_id()
+    done = (run_dir / "metrics.json").is_file()
+    return done, measured_wall_s(run_dir) if done else None
+
+
+def run_status(planned: PlannedRun, root: Path) -> str:
+    """A plan line's status: the estimate of a run to do, or what a finished run measured against it."""
+    done, measured = _finished_wall_s(planned, root)
+    if not done:
+        return f"~{planned.estimate_s / 60:.1f} min"
+    if measured is None:
+        return "done"
+    return f"done in {measured / 60:.1f} min, estimated {planned.estimate_s / 60:.1f}"
+
+
+def measured_against_estimates(planned: list[PlannedRun], root: Path) -> str | None:
+    """One line setting the finished runs' measured wall time beside their estimates (None when none has
+    timings), so an estimate that is off shows before the next long reproduce."""
+    measured_s = {id(p): _finished_wall_s(p, root)[1] for p in planned}
+    pairs = [(measured_s[id(p)], p.estimate_s) for p in planned if measured_s[id(p)] is not None]
+    if not pairs:
+        return None
+    measured, estimated = sum(m for m, _ in pairs), sum(e for _, e in pairs)
+    return (f"finished runs with timings ({len(pairs)}): measured {measured / 60:.1f} min of wall time against "
+            f"{estimated / 60:.1f} min estimated ({measured / estimated:.2f}x; their timings.json say at what load)")
 
 
 def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, quick: bool, only: str | None, backend: str, workers: int | None,
@@ -74,9 +104,12 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
          f"finished){' + the verify identities' if needs_verify(claims) else ''}; "
          f"budget {'--quick' if quick else 'full'}, backend {backend}, {n_workers} workers")
     for p in planned:
-        echo(f"  {p.spec.study:16s} {p.spec.preset:8s} {' '.join(p.spec.overrides)}  (~{p.estimate_s / 60:.1f} min)")
+        echo(f"  {p.spec.study:16s} {p.spec.preset:8s} {' '.join(p.spec.overrides)}  ({run_status(p, out)})")
     minutes = f"about {estimate / 60:.0f} min" if estimate >= 60 else "under a minute"
     echo(f"estimated time: {minutes} (from runs timed on a 2-core machine)")
+    calibration = measured_against_estimates(planned, out)
+    if calibration:
+        echo(calibration)
     if plan_only:
         return 0
     if update_readme_path is not None and not Path(update_readme_path).is_file():
