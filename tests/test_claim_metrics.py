@@ -17,7 +17,7 @@ from icl_gd.platform.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
 from icl_gd.core.results import read_json
 
 BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",
-          "train_examples", "batch_size", "gdpp_adam_steps", "subsets", "retrain_seeds", "loo_queries"}
+          "train_examples", "batch_size", "gdpp_adam_steps", "subsets", "retrain_seeds", "loo_queries", "tuned_steps"}
 SIZES = {"n_context", "layers", "train_tasks"}  # a fixed training set changes no metric key (test_vo_measurements)
 _REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6")
 TINY = {
