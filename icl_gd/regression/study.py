@@ -28,6 +28,7 @@ from icl_gd.regression.lsa import LSAConfig
 from icl_gd.regression.metrics import Predictor
 from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
 from icl_gd.core.progress import phased
+from icl_gd.core.timing import timed
 from icl_gd.core.study import RunContext, StudyRun
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.core.checkpoints import config_fingerprint
@@ -247,11 +248,12 @@ class RegressionRun(StudyRun):
     def eval_rows(self, step: int, seed: int, model: str, predictor: Predictor | Scored,
                   against: Mapping[str, Scored] | None = None) -> list[dict[str, Any]]:
         """Tidy rows: ``predictor``'s test loss and its alignment with ``against`` (default: the aligned
-        references)."""
-        scored = predictor if isinstance(predictor, Scored) else self.score(predictor)
-        if against is None:
-            against = {name: self.references[name] for name in self._aligned}
-        return scored_rows(step, seed, model, scored, against)
+        references). Timed as the ``evaluation`` phase (inside ``training`` when called during it)."""
+        with timed("evaluation"):
+            scored = predictor if isinstance(predictor, Scored) else self.score(predictor)
+            if against is None:
+                against = {name: self.references[name] for name in self._aligned}
+            return scored_rows(step, seed, model, scored, against)
 
     def _reference_rows(self, step: int, seed: int) -> list[dict[str, Any]]:
         return [{"step": step, "seed": seed, "model": label, "metric": "loss", "value": self.references[name].loss}
