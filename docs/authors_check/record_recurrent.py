@@ -1,0 +1,95 @@
+"""Fold the per-seed JSON lines of ``constructed_tokens.py --layers K`` (a recurrent stack, K >= 2) into
+``icl_gd/platform/claims/authors_values.json``, one record per claim of that depth, with its provenance.
+
+    python docs/authors_check/record_recurrent.py /tmp/ac/k2_s0.json /tmp/ac/k2_s1.json /tmp/ac/k2_s2.json
+
+Run by hand after the driver (it needs no JAX). The statistics are the claims' own (``icl_gd/platform/claims``):
+relative loss gaps, the sensitivity cosine, the cosine margin GD++ over GD, the largest OOD gap at icl-gd's points.
+``vo-recurrentK-gdpp-loss`` (GD++ tuned by our L-BFGS) gets no record: their code tunes GD++ only by Adam, which is
+``vo-recurrentK-gdpp-loss-authors-tuning``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+VALUES = Path(__file__).resolve().parents[2] / "icl_gd" / "platform" / "claims" / "authors_values.json"
+COMMIT = "3d5547ca48b60ecac459834e2c05c9ff5df87991"  # the snapshot the README names
+
+
+def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
+    """Claim id -> (per-seed values, what was measured) for the recurrent depth K of ``runs``."""
+    K = runs[0]["layers"]
+
+    def per_seed(fmt: str, *keys: str) -> str:
+        return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
+
+    out = {
+        f"vo-recurrent{K}-beats-gd": (
+            [r["loss_rel_gap_trained_vs_gd"] for r in runs],
+            f"(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = {K} steps at their scanned η: "
+            + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
+        f"vo-recurrent{K}-gdpp": (
+            [r["cos_sensitivity_gdpp"] - r["cos_sensitivity"] for r in runs],
+            "cos ∂ŷ/∂x_q vs GD++ minus vs GD (their analyse(); GD++ by their pre_train_gd_hps): "
+            + per_seed("{:.5f} - {:.5f}", "cos_sensitivity_gdpp", "cos_sensitivity")),
+    }
+    if K == 2:
+        out.update({
+            "vo-recurrent2-gdpp-loss-authors-tuning": (
+                [abs(r["loss_rel_gap_trained_vs_gdpp"]) for r in runs],
+                "|L_trained - L_GD++| / L_GD++, GD++ by their pre_train_gd_hps (Adam, 1000 steps of 512 from the "
+                "grid-scanned start): " + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gdpp")),
+            "vo-recurrent2-gdpp-aligned": (
+                [r["cos_sensitivity_gdpp"] for r in runs],
+                "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse()): "
+                + per_seed("{:.5f}", "cos_sensitivity_gdpp")),
+            "vo-recurrent2-ood-gdpp": (
+                [r["ood_gap_gdpp"] for r in runs],
+                "largest |L_trained - L_GD++| / L_GD++ at icl-gd's points (input scale 0.5..2 by 0.25, weight scale "
+                "0.5, 1..5), 2000 tasks each, their compute_ood_loss; on their notebook's grid (1000 tasks, 97 "
+                "points): " + per_seed("{:.4f}", "ood_gap_gdpp_their_grid")),
+        })
+    return out
+
+
+def main(paths: list[str]) -> None:
+    runs = sorted((json.loads(Path(p).read_text()) for p in paths), key=lambda r: r["seed"])
+    K = runs[0]["layers"]
+    if K < 2 or not all(r["layers"] == K and r["recurrent"] for r in runs):
+        raise SystemExit("give the JSON lines of one recurrent depth K >= 2")
+    prov = runs[0]["provenance"]
+    common = {
+        "seeds": [r["seed"] for r in runs], "steps": runs[0]["steps"], "same_setup": True,
+        "setup": f"their constructed_token_setup notebook, a recurrent stack of {K} LSA layers: {runs[0]['steps']} "
+                 "steps of 2048 fresh tasks, their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs "
+                 f"({runs[0]['gd_lr']:.3f}); GD++ from their pre_train_gd_hps ({runs[0]['gdpp_steps']} Adam steps); "
+                 "the statistic from the final model",
+        "driver": f"docs/authors_check/constructed_tokens.py --layers {K} --seed S --scan-cache C --out F; "
+                  "docs/authors_check/record_recurrent.py",
+        "repository": "google-research/self-organising-systems (transformers_learn_icl_by_gd/src)",
+        "commit": COMMIT,
+        "versions": prov["versions"] + f"; Python {prov['python']}; CPU ({prov['device']}), "
+                    "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false; jnp.DeviceArray aliased to jax.Array",
+        "date": prov["date"],
+        "wall_s_per_seed": [r["provenance"]["wall_s"] for r in runs],
+        "recorded_in": "docs/authors_check/README.md",
+    }
+    data = json.loads(VALUES.read_text())
+    for claim_id, (values, measured) in records(runs).items():
+        data[claim_id] = {"values": values, "seeds": common["seeds"], "measured": measured,
+                          **{k: v for k, v in common.items() if k != "seeds"}}
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    # short lists of numbers on one line, as the rest of the file
+    text = re.sub(r"\[\s+([-0-9.e, \n]*?)\s+\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+    VALUES.write_text(text + "\n")
+    for claim_id, (values, _) in records(runs).items():
+        print(claim_id, [round(v, 5) for v in values])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
