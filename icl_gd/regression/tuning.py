@@ -164,9 +164,10 @@ def tune_gdpp(
     block and 1.4-4.4 times better over the million (one kept, never picked, reached 6.6 on a block). Those
     rejected had 5.5 or more and were 3 to 1e85 times GD's on some block, but for one whose instability (ratio
     1e18) these tasks do not reach. About 1.6x headroom on each side, no more; stretch 1.3 ranks the candidates
-    less well, 1.2 keeps one that blows up. Calibrated at K = 2..5 only: at K = 10 (recurrent, the claims' 5000-step
-    runs, three seeds) no L-BFGS candidate survived (diverged or failed the guard): the result was the start, GD (γ = 0; 0.1078 where
-    GD++ from the trained schedule reaches 0.0306), so deep stacks are also compared with the authors' tuning.
+    less well, 1.2 keeps one that blows up. Calibrated at K = 2..5 only: at K = 10 (recurrent, the claims'
+    5000-step runs, three seeds) no L-BFGS candidate survived (diverged or failed the guard), so the result was the
+    start, GD (γ = 0; loss 0.1078, where GD++ from the trained schedule reaches 0.0306). Deep stacks are therefore
+    also compared with the authors' tuning.
     """
     if not isinstance(n_steps, int) or n_steps <= 0:
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
