@@ -5,8 +5,10 @@ and speed figures come from measured runs rather than from memory.
 and end, the CPU threads it used, how it ended, and the wall seconds spent in each named phase (``timed(name)``;
 every ``progress.phase`` is one, and the training loop is ``timed("training")``). Nested phases are keyed by
 their path, ``"outer > inner"``, summed over calls. A run resumed from its checkpoint appends its attempt to the
-earlier ones, so the file tells how the time was spent across interruptions. The file is written atomically and
-is not read by any statistic: no number of a run depends on it.
+earlier ones, so the file tells how the time was spent across interruptions. An attempt is recorded however it
+ends in Python (finished, an error, Ctrl-C); one killed by a signal that Python does not turn into an exception
+(SIGTERM, SIGKILL, out-of-memory kill) leaves no entry. The file is written atomically and is not read by any
+statistic: no number of a run depends on it.
 """
 
 from __future__ import annotations
