@@ -62,8 +62,11 @@ def run_status(planned: PlannedRun, root: Path) -> str:
 def measured_against_estimates(planned: list[PlannedRun], root: Path) -> str | None:
     """One line setting the finished runs' measured wall time beside their estimates (None when none has
     timings), so an estimate that is off shows before the next long reproduce."""
-    measured_s = {id(p): _finished_wall_s(p, root)[1] for p in planned}
-    pairs = [(measured_s[id(p)], p.estimate_s) for p in planned if measured_s[id(p)] is not None]
+    pairs = []
+    for p in planned:
+        measured = _finished_wall_s(p, root)[1]
+        if measured is not None:
+            pairs.append((measured, p.estimate_s))
     if not pairs:
         return None
     measured, estimated = sum(m for m, _ in pairs), sum(e for _, e in pairs)

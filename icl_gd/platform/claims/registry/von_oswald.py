@@ -44,6 +44,11 @@ def _gdpp_loss_claims(prefix: str, plan, model_has_loss_of: str, location: str, 
     )
 
 
+_FIG7_LOCATION = "App. A.2; Fig. 7 (ten recurrent layers)"
+_FIG7_QUOTE = ("We again observe for deeper recurrent linear self-attention only Transformers that overall GD++ and the "
+               "trained Transformer align very well with one another")
+
+
 VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
     # ---------------------------------------------------------------- one layer (§3, Fig. 2; Fig. 1 right, App. A.6)
     Claim(id="vo-single-loss", paper=_VO, kind=Kind.PAPER,
@@ -222,9 +227,8 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
           threshold_source="ours: a direction only (as Fig. 3(a)'s 'aligns much better'), so 0",
           quick_decisive=False),
     Claim(id="vo-recurrent10-gdpp-aligned", paper=_VO, kind=Kind.PAPER,
-          location="App. A.2; Fig. 7 (ten recurrent layers)",
-          quote="We again observe for deeper recurrent linear self-attention only Transformers that overall GD++ and "
-                "the trained Transformer align very well with one another",
+          location=_FIG7_LOCATION,
+          quote=_FIG7_QUOTE,
           statement="A recurrent 10-layer model's sensitivities align with 10 steps of GD++ tuned by L-BFGS.",
           follows=_FOLLOWS_CODE + "; at K = 10 our guarded L-BFGS tuner can return γ = 0 (GD itself: every start "
                                   "it finds fails its stability guard), so the authors' tuning below is the "
@@ -233,9 +237,8 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
           measures="cosine of ∂ŷ/∂x_q, trained vs GD++ (L-BFGS)", threshold=0.99, direction=Direction.ABOVE,
           threshold_source=_RULES["align"], quick_decisive=False),
     Claim(id="vo-recurrent10-gdpp-aligned-authors-tuning", paper=_VO, kind=Kind.PAPER,
-          location="App. A.2; Fig. 7 (ten recurrent layers)",
-          quote="We again observe for deeper recurrent linear self-attention only Transformers that overall GD++ and "
-                "the trained Transformer align very well with one another",
+          location=_FIG7_LOCATION,
+          quote=_FIG7_QUOTE,
           statement="A recurrent 10-layer model's sensitivities align with 10 steps of GD++ tuned the authors' way "
                     "(grid-scanned start, then 1000 Adam steps of 512 tasks: the GD++ of their Fig. 7).",
           follows=_FOLLOWS_CODE, runs=(RECURRENT_10,), statistic=metric("cos_sensitivity_gdpp_adam"),
