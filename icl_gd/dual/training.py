@@ -102,30 +102,24 @@ def train_epochs(
     """Train ``run.model`` on ``data`` for ``loop.epochs`` epochs numbered from ``first_epoch``; each epoch's order
     is ``torch.randperm`` from ``generator``. ``on_step(recorder step, loss)`` follows every optimizer step and
     ``on_epoch(epoch)`` every epoch (after the schedule). A non-finite loss raises ``DivergenceError``."""
-    with timed("training"):
-        _epochs(run, data, loop, generator, first_epoch, on_step, on_epoch, label)
-
-
-def _epochs(run: RecordedSGD, data: TrainingSet, loop: EpochLoop, generator: torch.Generator, first_epoch: int,
-            on_step: Callable[[int, torch.Tensor], None] | None, on_epoch: Callable[[int], None] | None,
-            label: str) -> None:
-    steps = 0
-    for epoch in range(first_epoch, first_epoch + loop.epochs):
-        order = torch.randperm(len(data), generator=generator)
-        for start in range(0, len(data), loop.batch_size):
-            if loop.max_steps is not None and steps >= loop.max_steps:
-                break
-            batch = order[start:start + loop.batch_size]
-            on_device = batch.to(data.x.device)
-            provenance = Provenance(data.example[batch], data.y[on_device], task=data.task[batch], epoch=epoch)
-            loss = recorded_step(run, provenance, lambda: nn.functional.cross_entropy(
-                run.model(data.x[on_device]), data.y[on_device], reduction=loop.reduction), loop.grad_clip, label)
-            steps += 1
-            if loop.schedule_every == "step":
+    with timed("training"):  # one phase of the run's timings.json
+        steps = 0
+        for epoch in range(first_epoch, first_epoch + loop.epochs):
+            order = torch.randperm(len(data), generator=generator)
+            for start in range(0, len(data), loop.batch_size):
+                if loop.max_steps is not None and steps >= loop.max_steps:
+                    break
+                batch = order[start:start + loop.batch_size]
+                on_device = batch.to(data.x.device)
+                provenance = Provenance(data.example[batch], data.y[on_device], task=data.task[batch], epoch=epoch)
+                loss = recorded_step(run, provenance, lambda: nn.functional.cross_entropy(
+                    run.model(data.x[on_device]), data.y[on_device], reduction=loop.reduction), loop.grad_clip, label)
+                steps += 1
+                if loop.schedule_every == "step":
+                    run.schedule.step()
+                if on_step is not None:
+                    on_step(run.recorder.step, loss)
+            if loop.schedule_every == "epoch":
                 run.schedule.step()
-            if on_step is not None:
-                on_step(run.recorder.step, loss)
-        if loop.schedule_every == "epoch":
-            run.schedule.step()
-        if on_epoch is not None:
-            on_epoch(epoch)
+            if on_epoch is not None:
+                on_epoch(epoch)
