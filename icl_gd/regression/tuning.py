@@ -7,13 +7,15 @@ Shapes as in ``icl_gd.regression.gd``: B tasks, N context pairs, d inputs, d_y o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from icl_gd.core.errors import ConfigError, DivergenceError
 from icl_gd.core.progress import phased, tick
-from icl_gd.regression.gd import GDPPParams, in_float64, gd_predict, gdpp_loss, gdpp_predict, optimal_one_step_eta
+from icl_gd.regression.gd import GDPPParams, in_float64, gd_predict, gdpp_predict, optimal_one_step_eta
 from icl_gd.regression.metrics import query_loss
+from icl_gd.regression.spectral import TaskSpectrum, spectral_gd_predict, spectral_gdpp_predict
 
 # Tasks x steps per autograd pass of the tuners. The L-BFGS graph of K steps holds every step's state for every
 # task, so at depth K the n_tune tasks are taken TUNE_TASK_STEPS // K at a time (the loss is a mean over tasks:
@@ -28,6 +30,61 @@ ChunkLoss = Callable[[list[torch.Tensor], slice], torch.Tensor]
 def _tasks(t: torch.Tensor | None, part: slice, n_tasks: int) -> torch.Tensor | None:
     """``t`` restricted to the tasks ``part`` when it has one row per task (W0 may be shared by all tasks)."""
     return t[part] if t is not None and t.dim() == 3 and t.shape[0] == n_tasks else t
+
+
+@dataclass(frozen=True)
+class _TuningSet:
+    """The tuning tasks in float64 (x (B, N, d), y (B, N, d_y), x_query (B, d), y_query (B, d_y), W0 None or
+    (d_y, d) or (B, d_y, d)) and the mean K-step query loss of GD / GD++ on them. From W0 = 0 the loss is
+    computed in each task's eigenbasis (``spectral``: one SVD, then O(B·d·K) per evaluation instead of
+    O(B·N·d²·K), which is what makes the tuners' thousands of evaluations cheap); with a W0, step by step."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    x_query: torch.Tensor
+    y_query: torch.Tensor
+    W0: torch.Tensor | None
+    spectrum: TaskSpectrum | None
+
+    @classmethod
+    def of(cls, x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor,
+           W0: torch.Tensor | None) -> _TuningSet:
+        x, y, x_query, y_query = in_float64(x, y, x_query, y_query)
+        spectrum = TaskSpectrum.of(x, y, x_query) if W0 is None else None
+        return cls(x, y, x_query, y_query, None if W0 is None else W0.double(), spectrum)
+
+    @property
+    def n_tasks(self) -> int:
+        return self.x.shape[0]
+
+    def gd_loss(self, etas: torch.Tensor, part: slice = slice(None)) -> torch.Tensor:
+        """Mean query loss of K = len(etas) GD steps on the tasks ``part``, differentiable."""
+        if self.spectrum is not None:
+            prediction = spectral_gd_predict(self.spectrum.tasks(part), etas)
+        else:
+            prediction = gd_predict(self.x[part], self.y[part], self.x_query[part], etas,
+                                    _tasks(self.W0, part, self.n_tasks))
+        return query_loss(prediction, self.y_query[part])
+
+    def gdpp_loss(self, etas: Sequence[float] | torch.Tensor, gammas: Sequence[float] | torch.Tensor,
+                  part: slice = slice(None)) -> torch.Tensor:
+        """Mean query loss of GD++ with (etas, gammas) on the tasks ``part``, differentiable."""
+        if self.spectrum is not None:
+            prediction = spectral_gdpp_predict(self.spectrum.tasks(part), etas, gammas)
+        else:
+            prediction = gdpp_predict(self.x[part], self.y[part], self.x_query[part], etas, gammas,
+                                      _tasks(self.W0, part, self.n_tasks))
+        return query_loss(prediction, self.y_query[part])
+
+    def params_loss(self, params: GDPPParams) -> float:
+        with torch.no_grad():
+            return float(self.gdpp_loss(params.etas, params.gammas))
+
+    def stretched(self, factor: float) -> _TuningSet:
+        """These tasks with x and y scaled by √factor (every eigenvalue of X Xᵀ times ``factor``)."""
+        root = factor ** 0.5
+        spectrum = None if self.spectrum is None else self.spectrum.scaled(factor)
+        return _TuningSet(self.x * root, self.y * root, self.x_query * root, self.y_query * root, self.W0, spectrum)
 
 
 def _lbfgs(
@@ -95,15 +152,12 @@ def tune_gd(
     """
     if not isinstance(n_steps, int) or n_steps <= 0:
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
-    x, y, x_query, y_query = in_float64(x, y, x_query, y_query)
-    W0 = None if W0 is None else W0.double()
+    tasks = _TuningSet.of(x, y, x_query, y_query, W0)
     zeros = (0.0,) * n_steps
-
-    n = x.shape[0]
+    n = tasks.n_tasks
 
     def loss(params: list[torch.Tensor], part: slice = slice(None)) -> torch.Tensor:
-        return query_loss(gd_predict(x[part], y[part], x_query[part], params[0].expand(n_steps),
-                                     _tasks(W0, part, n)), y_query[part])
+        return tasks.gd_loss(params[0].expand(n_steps), part)
 
     eta0 = optimal_one_step_eta(x, y, x_query, y_query, W0)
     if n_steps == 1:
@@ -178,35 +232,31 @@ def tune_gdpp(
     if stretch is not None and not (1 < stretch < float("inf") and 1 <= tolerance < float("inf")):
         raise ConfigError(f"the stability guard needs 1 < stretch < inf and 1 <= tolerance < inf, got {stretch!r} "
                           f"and {tolerance!r}")
-    x, y, x_query, y_query = in_float64(x, y, x_query, y_query)
-    W0 = None if W0 is None else W0.double()
     for extra in extra_starts:
         if extra.n_steps != n_steps:
             raise ConfigError(f"an extra start has {extra.n_steps} steps, tuning asked for {n_steps}")
-    candidates = _gdpp_candidates(x, y, x_query, y_query, n_steps, shared, W0, start, max_iter, gamma_starts,
-                                  extra_starts)
+    tasks = _TuningSet.of(x, y, x_query, y_query, W0)
+    candidates = _gdpp_candidates(tasks, n_steps, shared, start, max_iter, gamma_starts, extra_starts)
     if stretch is not None:
-        stretched = tuple(t * stretch ** 0.5 for t in (x, y, x_query, y_query))
-        limit = tolerance * gdpp_loss(*stretched, start, W0)
-        candidates = [start] + [p for p in candidates[1:] if gdpp_loss(*stretched, p, W0) <= limit]
-    return _best(candidates, lambda p: gdpp_loss(x, y, x_query, y_query, p, W0))
+        stretched = tasks.stretched(stretch)
+        limit = tolerance * stretched.params_loss(start)
+        candidates = [start] + [p for p in candidates[1:] if stretched.params_loss(p) <= limit]
+    return _best(candidates, lambda p: tasks.params_loss(p))
 
 
 def _gdpp_candidates(
-    x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor, n_steps: int, shared: bool,
-    W0: torch.Tensor | None, start: GDPPParams, max_iter: int, gamma_starts: Sequence[float],
-    extra_starts: Sequence[GDPPParams] = (),
+    tasks: _TuningSet, n_steps: int, shared: bool, start: GDPPParams, max_iter: int,
+    gamma_starts: Sequence[float], extra_starts: Sequence[GDPPParams] = (),
 ) -> list[GDPPParams]:
-    """``start`` and the L-BFGS minimisers from each (η order, γ start) of ``tune_gdpp`` (float64 tasks), then each
-    extra start and its L-BFGS minimiser."""
+    """``start`` and the L-BFGS minimisers from each (η order, γ start) of ``tune_gdpp``, then each extra start
+    and its L-BFGS minimiser."""
     n_free = 1 if shared else n_steps
-
-    n = x.shape[0]
+    n = tasks.n_tasks
+    x = tasks.x
 
     def loss(params: list[torch.Tensor], part: slice = slice(None)) -> torch.Tensor:
         etas, gammas = (p.expand(n_steps) for p in params)
-        return query_loss(gdpp_predict(x[part], y[part], x_query[part], etas, gammas, _tasks(W0, part, n)),
-                          y_query[part])
+        return tasks.gdpp_loss(etas, gammas, part)
 
     def descend(etas: Sequence[float], gammas: Sequence[float]) -> list[GDPPParams]:
         """The L-BFGS minimiser from (etas, gammas), or none when it diverges."""
@@ -257,20 +307,20 @@ def tune_gdpp_adam(
        x-block scalars (p_x, v_x; their gradient is the mean of the diagonal's) and y entries (p_y, v_y), so
        γ_k = -p_x v_x and η_k = -N p_y v_y. Adam steps these factors, not (η, γ): the parametrisation is theirs
        because Adam's steps depend on it.
-    Computed in float64 (theirs: float32); no activation clipping (theirs clips at 10 from 4 layers on).
+    Computed in float64 (theirs: float32), in each task's eigenbasis (``_TuningSet``); no activation clipping
+    (theirs clips at 10 from 4 layers on).
     """
     if not isinstance(n_steps, int) or n_steps <= 0:
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
     if not isinstance(adam_steps, int) or adam_steps < 0:
         raise ConfigError(f"adam_steps must be a non-negative integer, got {adam_steps!r}")
-    x, y, x_query, y_query = in_float64(*scan)
-    N, d = x.shape[1], x.shape[2]
+    scan_tasks = _TuningSet.of(*scan, W0=None)
+    N, d = scan_tasks.x.shape[1], scan_tasks.x.shape[2]
 
     def coupled(eta: float) -> GDPPParams:
         return GDPPParams((eta,) * n_steps, (eta / N ** 2,) * n_steps)
 
-    with torch.no_grad():
-        losses = [gdpp_loss(x, y, x_query, y_query, coupled(eta)) for eta in scan_etas]
+    losses = [scan_tasks.params_loss(coupled(eta)) for eta in scan_etas]
     finite = [(value, eta) for value, eta in zip(losses, scan_etas) if value == value and value < float("inf")]
     if not finite:
         raise DivergenceError("the authors' η scan: every GD++ start has a non-finite loss")
@@ -287,10 +337,9 @@ def tune_gdpp_adam(
 
     for step in range(adam_steps):
         tick("Adam steps on GD++'s (η, γ)")
-        bx, by, bq, byq = in_float64(*batch(step))
         optimiser.zero_grad()
         etas, gammas = params_of(factors)
-        query_loss(gdpp_predict(bx, by, bq, etas, gammas), byq).backward()
+        _TuningSet.of(*batch(step), W0=None).gdpp_loss(etas, gammas).backward()
         with torch.no_grad():
             grad = factors.grad.mul_(x_block_mean)
             # their global norm counts each x-block scalar's (mean) gradient once per diagonal entry
