@@ -256,11 +256,29 @@ def test_plan_sets_finished_runs_measured_time_beside_the_estimate(tmp_path):
         (run / "metrics.json").write_text(json.dumps({"mean": {}}))
         if seconds is not None:  # an interrupted attempt, then the one that finished: both count
             append_attempt(run, {"wall_s": 30.0, "cpu_s": 29.0, "outcome": "interrupted"})
-            append_attempt(run, {"wall_s": seconds, "cpu_s": 88.0, "outcome": "finished"})
+            append_attempt(run, {"wall_s": seconds, "cpu_s": 91.0, "outcome": "finished"})
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
     assert result.exit_code == 0, result.output
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
     estimate = claims[0].runs[0].estimate_s / 60
-    assert lines[0].endswith("(done)") and lines[2].endswith(f"(~{estimate:.1f} min)")
-    assert lines[1].endswith(f"(done in 2.0 min, estimated {estimate:.1f})")
+    assert lines[0].endswith("(done)") and lines[1].endswith(f"(done in 2.0 min, estimated {estimate:.1f})")
+    # the seed still to do is estimated at its finished sibling's CPU time (29 + 91 s), not the plan's guess
+    assert lines[2].endswith("(~2.0 min, as seed 1 measured)")
+    assert "estimated time: about 2 min" in result.output
     assert f"finished runs with timings (1): measured 2.0 min of wall time against {estimate:.1f} min" in result.output
+
+
+def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
+    """A finished run of another plan (other overrides) says nothing about this one's seeds."""
+    from icl_gd.core.timing import append_attempt
+
+    single, fixed = select_claims(["vo-single-loss", "vo-fixed-tasks-128-fails"])
+    other = seed_specs(fixed.runs[0], quick=False)[0]
+    run = tmp_path / "r" / "runs" / other.run_id()
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"mean": {}}))
+    append_attempt(run, {"wall_s": 600.0, "cpu_s": 600.0, "outcome": "finished"})
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
+    estimate = single.runs[0].estimate_s / 60
+    lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
+    assert len(lines) == 3 and all(l.endswith(f"(~{estimate:.1f} min)") for l in lines), result.output

@@ -122,3 +122,9 @@ def measured_wall_s(out: Path) -> float | None:
     """Total wall seconds of the run in ``out`` over its attempts, None when it recorded none."""
     attempts = read_timings(out)
     return sum(a["wall_s"] for a in attempts) if attempts else None
+
+
+def measured_cpu_s(out: Path) -> float | None:
+    """Total CPU seconds of the run in ``out`` over its attempts, None when it recorded none."""
+    attempts = read_timings(out)
+    return sum(a["cpu_s"] for a in attempts) if attempts else None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
-from icl_gd.core.timing import measured_wall_s
+from icl_gd.core.timing import measured_cpu_s, measured_wall_s
 from icl_gd.platform.claims.report import ReportHeader, readme_block, update_readme, write_report
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
@@ -31,11 +31,40 @@ def current_commit() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
+def _plan_key(spec) -> tuple:
+    """What a run shares with the other seeds of its plan: study, preset and every override but the seed."""
+    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
+
+
+def _seed_of(spec) -> str:
+    return spec.values().get("seed", "?")
+
+
+def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tuple[float, list[str]]]:
+    """For each run to do whose plan has finished seeds with timings: (their mean CPU seconds, those seeds). A run
+    on one thread takes about its CPU time in wall time on an otherwise idle core, so a finished seed measures the
+    others better than the plan's estimate (issue 21); CPU, not wall, so the load it ran under does not count."""
+    finished: dict[tuple, list[tuple[str, float]]] = {}
+    for p in planned:
+        run_dir = root / "runs" / p.spec.run_id()
+        cpu = measured_cpu_s(run_dir) if (run_dir / "metrics.json").is_file() else None
+        if cpu is not None:
+            finished.setdefault(_plan_key(p.spec), []).append((_seed_of(p.spec), cpu))
+    out = {}
+    for p in planned:
+        siblings = finished.get(_plan_key(p.spec))
+        if siblings and not (root / "runs" / p.spec.run_id() / "metrics.json").is_file():
+            out[p.spec] = (sum(c for _, c in siblings) / len(siblings), [s for s, _ in siblings])
+    return out
+
+
 def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tuple[float, int]:
-    """(estimated seconds, runs to do): runs already finished under ``root/runs`` cost nothing; the rest are spread
-    over ``workers`` (longest first, each to the least-loaded worker)."""
-    todo = sorted((p.estimate_s for p in planned if not (root / "runs" / p.spec.run_id() / "metrics.json").is_file()),
-                  reverse=True)
+    """(estimated seconds, runs to do): runs already finished under ``root/runs`` cost nothing; the rest (each
+    at its finished seeds' measured CPU time where there are some, else at the plan's estimate) are spread over
+    ``workers`` (longest first, each to the least-loaded worker)."""
+    measured = measured_estimates(planned, root)
+    todo = sorted((measured[p.spec][0] if p.spec in measured else p.estimate_s for p in planned
+                   if not (root / "runs" / p.spec.run_id() / "metrics.json").is_file()), reverse=True)
     loads = [0.0] * max(1, workers)
     for estimate in todo:
         loads[loads.index(min(loads))] += estimate
@@ -49,10 +78,15 @@ def _finished_wall_s(planned: PlannedRun, root: Path) -> tuple[bool, float | Non
     return done, measured_wall_s(run_dir) if done else None
 
 
-def run_status(planned: PlannedRun, root: Path) -> str:
-    """A plan line's status: the estimate of a run to do, or what a finished run measured against it."""
+def run_status(planned: PlannedRun, root: Path,
+               siblings: dict[object, tuple[float, list[str]]] | None = None) -> str:
+    """A plan line's status: the estimate of a run to do (from its plan's finished seeds, ``measured_estimates``,
+    where there are some), or what a finished run measured against it."""
     done, measured = _finished_wall_s(planned, root)
     if not done:
+        if siblings and planned.spec in siblings:
+            cpu, seeds = siblings[planned.spec]
+            return f"~{cpu / 60:.1f} min, as seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)} measured"
         return f"~{planned.estimate_s / 60:.1f} min"
     if measured is None:
         return "done"
@@ -74,8 +108,9 @@ def measured_against_estimates(planned: list[PlannedRun], root: Path) -> str | N
             f"{estimated / 60:.1f} min estimated ({measured / estimated:.2f}x; their timings.json say at what load)")
 
 
-def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, quick: bool, only: str | None, backend: str, workers: int | None,
-                  address: str | None, device: str, progress: bool, plan_only: bool, list_claims: bool,
+def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, quick: bool, only: str | None,
+                  backend: str, workers: int | None, address: str | None, device: str, progress: bool,
+                  plan_only: bool, list_claims: bool,
                   echo: Callable[[str], None], update_readme_path: Path | None = None,
                   threads: int | None = None) -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
@@ -106,10 +141,12 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     echo(f"icl-gd reproduce: {len(claims)} claims, {len(planned)} study runs ({len(planned) - todo} already "
          f"finished){' + the verify identities' if needs_verify(claims) else ''}; "
          f"budget {'--quick' if quick else 'full'}, backend {backend}, {n_workers} workers")
+    siblings = measured_estimates(planned, out)
     for p in planned:
-        echo(f"  {p.spec.study:16s} {p.spec.preset:8s} {' '.join(p.spec.overrides)}  ({run_status(p, out)})")
+        echo(f"  {p.spec.study:16s} {p.spec.preset:8s} {' '.join(p.spec.overrides)}  "
+             f"({run_status(p, out, siblings)})")
     minutes = f"about {estimate / 60:.0f} min" if estimate >= 60 else "under a minute"
-    echo(f"estimated time: {minutes} (from runs timed on a 2-core machine)")
+    echo(f"estimated time: {minutes} (finished seeds' CPU time, else runs timed on a 2-core machine)")
     calibration = measured_against_estimates(planned, out)
     if calibration:
         echo(calibration)
@@ -120,8 +157,8 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     out.mkdir(parents=True, exist_ok=True)
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable")
-    result = reproduce(out, claims, registry=registry, checks=checks, quick=quick, backend=backend, workers=workers, address=address, device=device,
-                       progress=progress, echo=echo, threads=threads)
+    result = reproduce(out, claims, registry=registry, checks=checks, quick=quick, backend=backend, workers=workers,
+                       address=address, device=device, progress=progress, echo=echo, threads=threads)
     command = " ".join(["icl-gd reproduce --out", shlex.quote(str(out)), *(["--quick"] if quick else []),
                         *(["--only", shlex.quote(only)] if only else []), *(["--backend", backend] if backend != "local"
                                                                                else [])])
