@@ -19,6 +19,7 @@ import torch
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predictions_per_step, gdpp_params_from_weights, gdpp_predictions_per_step, gdpp_step
 from icl_gd.regression.lsa import LSAModel, LSAWeights
+from icl_gd.regression.spectral import TaskSpectrum, spectral_gdpp_predict
 
 from icl_gd.constructions.prop1 import (check_batch, gd_model, gd_step_weights, predictions_per_layer, random_shapes, stacked_model,
                     states_per_layer)
@@ -117,6 +118,22 @@ def check_read_back(seed: int = 0, tolerance: float = 1e-12) -> CheckResult:
     return merge(results)
 
 
+def check_eigenbasis(seed: int = 77, tolerance: float = 1e-12) -> CheckResult:
+    """K GD++ steps computed in each task's eigenbasis (``icl_gd.regression.spectral``, the tuners' loss) against
+    the step-by-step algorithm, from W0 = 0, on random shapes (N < d too) and K = 1..6, every prediction."""
+    results = []
+    for trial, d_x, d_y, n, gen in random_shapes(seed, 12):
+        data, _ = check_batch(d_x, d_y, n, 16, seed + trial, with_W0=False)
+        K = 1 + trial % 6
+        etas = (torch.rand(K, generator=gen, dtype=torch.float64) + 0.2).tolist()
+        gammas = ((torch.rand(K, generator=gen, dtype=torch.float64) - 0.3) / n).tolist()
+        x, y, xq = data.x_context, data.y_context, data.x_query
+        spectrum = TaskSpectrum.of(x, y, xq)
+        results.append(compare(spectral_gdpp_predict(spectrum, etas, gammas),
+                               gdpp_predictions_per_step(x, y, xq, etas, gammas)[-1], tolerance))
+    return merge(results)
+
+
 def _random_shapes_check() -> CheckResult:
     results = []
     for trial, d_x, d_y, n, gen in random_shapes(4321, 20):
@@ -144,4 +161,5 @@ IDENTITY_CHECKS = (
         lambda: check_gamma_zero_is_gd(6, 2, 15, 32, [0.4, 0.9, 0.6], with_W0=True, seed=5),
     ),
     IdentityCheck("gd++: (η, γ) read back from weights in any gauge", check_read_back),
+    IdentityCheck("gd++: eigenbasis (the tuners' loss) = step by step (random shapes, K = 1..6)", check_eigenbasis),
 )
