@@ -25,17 +25,19 @@ RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), s
                       estimate_s=100, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=95)
 # Plans added for issue 19 have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
 # by layers; N = 25, 50, 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers.
-# Measured 2026-12-01: 43-44 min wall a seed at load 3.5 (about 55% of a core), so ~24 CPU minutes; 330 s was a guess.
-# With the authors' GD++ tuning too (their 250-point η scan, then 1000 Adam steps of 512 tasks), the GD++ of Fig. 7.
+# Measured 2026-12-01: 43-44 min wall a seed at load 3.5 (about 55% of a core), so ~24 CPU minutes, about half of it
+# the L-BFGS GD++ tuning. With the eigenbasis tuners (2026-12-02) both tunings (L-BFGS, and the authors' 250-point η
+# scan plus 1000 Adam steps of 512 tasks: the GD++ of Fig. 7) and the scoring took 90-98 CPU s a seed, so ~14 min.
 RECURRENT_10 = RunPlan("multi-layer", overrides=("layers=10", "recurrent=true", _ADAM_RECURRENT), seeds=3,
-                       quick_seeds=1, estimate_s=1450,
+                       quick_seeds=1, estimate_s=840,
                        quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK), quick_estimate_s=300)
 RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", f"n_context={n}"), seeds=3,
                                quick_seeds=1, estimate_s=90 * (n + 1) / 11,
                                quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=70 * (n + 1) / 11)
                     for n in (25, 50, 100)}
 # 5400 s: the 5000 s timed before plus about 400 s for 30 000 Adam steps of the authors' GD++ tuning (measured
-# 13-80 ms a step at load 2-12).
+# 13-80 ms a step at load 2-12). Seed 0 on 2026-12-02 at load 3 (three runs on two cores): both GD++ tunings, before
+# training, about 9 CPU min; training about 100 CPU s per 1000 of its 50 000 steps, so ~80 CPU min under that load.
 SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false", _ADAM_SEPARATE), seeds=3, quick_seeds=1,
                      estimate_s=5400, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                      quick_estimate_s=300)
