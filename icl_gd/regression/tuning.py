@@ -36,8 +36,9 @@ def _tasks(t: torch.Tensor | None, part: slice, n_tasks: int) -> torch.Tensor | 
 class _TuningSet:
     """The tuning tasks in float64 (x (B, N, d), y (B, N, d_y), x_query (B, d), y_query (B, d_y), W0 None or
     (d_y, d) or (B, d_y, d)) and the mean K-step query loss of GD / GD++ on them. From W0 = 0 the loss is
-    computed in each task's eigenbasis (``spectral``: one SVD, then O(B·d·K) per evaluation instead of
-    O(B·N·d²·K), which is what makes the tuners' thousands of evaluations cheap); with a W0, step by step."""
+    computed in each task's eigenbasis (``spectral``: one eigendecomposition, then O(B·d·K) per evaluation
+    instead of O(B·N·d²·K), which is what makes the tuners' thousands of evaluations cheap); with a W0, step by
+    step."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -77,11 +78,12 @@ class _TuningSet:
         return query_loss(prediction, self.y_query[part])
 
     def params_loss(self, params: GDPPParams) -> float:
+        """Mean query loss of GD++ with ``params`` on all these tasks, as a float."""
         with torch.no_grad():
             return float(self.gdpp_loss(params.etas, params.gammas))
 
     def stretched(self, factor: float) -> _TuningSet:
-        """These tasks with x and y scaled by √factor (every eigenvalue of X Xᵀ times ``factor``)."""
+        """These tasks with every input and label scaled by √factor (every eigenvalue of X Xᵀ times ``factor``)."""
         root = factor ** 0.5
         spectrum = None if self.spectrum is None else self.spectrum.scaled(factor)
         return _TuningSet(self.x * root, self.y * root, self.x_query * root, self.y_query * root, self.W0, spectrum)
@@ -245,7 +247,7 @@ def tune_gdpp(
         stretched = tasks.stretched(stretch)
         limit = tolerance * stretched.params_loss(start)
         candidates = [start] + [p for p in candidates[1:] if stretched.params_loss(p) <= limit]
-    return _best(candidates, lambda p: tasks.params_loss(p))
+    return _best(candidates, tasks.params_loss)
 
 
 def _gdpp_candidates(
