@@ -120,7 +120,7 @@ class GDPPParams:
         return len(self.etas)
 
 
-def _as_steps(values: Sequence[float] | torch.Tensor, name: str) -> list:
+def as_steps(values: Sequence[float] | torch.Tensor, name: str) -> list:
     values = list(values) if not isinstance(values, torch.Tensor) else list(values.unbind(0))
     if not values:
         raise ConfigError(f"GD++ needs at least one {name}")
@@ -149,7 +149,7 @@ def gdpp_predictions_per_step(
     gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """(K+1, B, d_y) predictions after each of k = 0..K GD++ steps; x (B, N, d), y (B, N, d_y), x_query (B, d)."""
-    etas, gammas = _as_steps(etas, "η"), _as_steps(gammas, "γ")
+    etas, gammas = as_steps(etas, "η"), as_steps(gammas, "γ")
     if len(etas) != len(gammas):
         raise ConfigError(f"GD++ needs as many η as γ, got {len(etas)} and {len(gammas)}")
     W = initial_weights(x, y, W0)

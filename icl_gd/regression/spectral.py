@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression.gd import as_steps
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class TaskSpectrum:
         its extra zero eigenvalues have zero weight."""
         s, V = torch.linalg.eigh(x.transpose(1, 2) @ x)  # (B, d), (B, d, d)
         along_y = V.transpose(1, 2) @ (x.transpose(1, 2) @ y)  # (B, d, d_y)
-        along_q = (V.transpose(1, 2) @ x_query[..., None])  # (B, d, 1)
+        along_q = V.transpose(1, 2) @ x_query[..., None]  # (B, d, 1)
         return cls(s, along_y * along_q, x.shape[1])
 
     def tasks(self, part: slice) -> TaskSpectrum:
@@ -58,18 +59,14 @@ class TaskSpectrum:
         return TaskSpectrum(self.s * factor, self.w * factor ** 1.5, self.n_context)
 
 
-def _steps(values: Sequence[float] | torch.Tensor) -> list:
-    return list(values.unbind(0)) if isinstance(values, torch.Tensor) else list(values)
-
-
 def spectral_gdpp_predict(
     spectrum: TaskSpectrum, etas: Sequence[float] | torch.Tensor, gammas: Sequence[float] | torch.Tensor,
 ) -> torch.Tensor:
     """ŷ (B, d_y) after K = len(etas) GD++ steps from W0 = 0 (``gd.gdpp_predict`` with W0 None), differentiable
     in ``etas`` and ``gammas`` (scalars or 0-d tensors)."""
-    etas, gammas = _steps(etas), _steps(gammas)
-    if not etas or len(etas) != len(gammas):
-        raise ConfigError(f"GD++ needs as many η as γ (at least one), got {len(etas)} and {len(gammas)}")
+    etas, gammas = as_steps(etas, "η"), as_steps(gammas, "γ")
+    if len(etas) != len(gammas):
+        raise ConfigError(f"GD++ needs as many η as γ, got {len(etas)} and {len(gammas)}")
     s, N = spectrum.s, spectrum.n_context
     q = torch.ones_like(s)  # current eigenvalue / initial, per direction
     kept = torch.ones_like(s)  # ∏ (1 - η_i s q_i / N): the residual left along each direction
@@ -84,9 +81,7 @@ def spectral_gdpp_predict(
 
 def spectral_gd_predict(spectrum: TaskSpectrum, etas: Sequence[float] | torch.Tensor) -> torch.Tensor:
     """ŷ (B, d_y) after K = len(etas) plain GD steps from W0 = 0 (``gd.gd_predict`` with W0 None)."""
-    etas = _steps(etas)
-    if not etas:
-        raise ConfigError("GD needs at least one η")
+    etas = as_steps(etas, "η")
     s, N = spectrum.s, spectrum.n_context
     kept = torch.ones_like(s)
     weight = torch.zeros_like(s)

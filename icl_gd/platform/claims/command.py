@@ -31,6 +31,14 @@ def current_commit() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
+def _run_dir(planned: PlannedRun, root: Path) -> Path:
+    return root / "runs" / planned.spec.run_id()
+
+
+def _is_finished(planned: PlannedRun, root: Path) -> bool:
+    return (_run_dir(planned, root) / "metrics.json").is_file()
+
+
 def _plan_key(spec) -> tuple:
     """What a run shares with the other seeds of its plan: study, preset and every override but the seed."""
     return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
@@ -46,14 +54,13 @@ def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tu
     others better than the plan's estimate (issue 21); CPU, not wall, so the load it ran under does not count."""
     finished: dict[tuple, list[tuple[str, float]]] = {}
     for p in planned:
-        run_dir = root / "runs" / p.spec.run_id()
-        cpu = measured_cpu_s(run_dir) if (run_dir / "metrics.json").is_file() else None
+        cpu = measured_cpu_s(_run_dir(p, root)) if _is_finished(p, root) else None
         if cpu is not None:
             finished.setdefault(_plan_key(p.spec), []).append((_seed_of(p.spec), cpu))
     out = {}
     for p in planned:
         siblings = finished.get(_plan_key(p.spec))
-        if siblings and not (root / "runs" / p.spec.run_id() / "metrics.json").is_file():
+        if siblings and not _is_finished(p, root):
             out[p.spec] = (sum(c for _, c in siblings) / len(siblings), [s for s, _ in siblings])
     return out
 
@@ -64,7 +71,7 @@ def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tupl
     ``workers`` (longest first, each to the least-loaded worker)."""
     measured = measured_estimates(planned, root)
     todo = sorted((measured[p.spec][0] if p.spec in measured else p.estimate_s for p in planned
-                   if not (root / "runs" / p.spec.run_id() / "metrics.json").is_file()), reverse=True)
+                   if not _is_finished(p, root)), reverse=True)
     loads = [0.0] * max(1, workers)
     for estimate in todo:
         loads[loads.index(min(loads))] += estimate
@@ -73,9 +80,8 @@ def estimate_wall_s(planned: list[PlannedRun], root: Path, workers: int) -> tupl
 
 def _finished_wall_s(planned: PlannedRun, root: Path) -> tuple[bool, float | None]:
     """(finished?, its measured wall seconds from timings.json, None when it recorded none)."""
-    run_dir = root / "runs" / planned.spec.run_id()
-    done = (run_dir / "metrics.json").is_file()
-    return done, measured_wall_s(run_dir) if done else None
+    done = _is_finished(planned, root)
+    return done, measured_wall_s(_run_dir(planned, root)) if done else None
 
 
 def run_status(planned: PlannedRun, root: Path,
