@@ -80,12 +80,8 @@ def spectral_gdpp_predict(
 
 
 def spectral_gd_predict(spectrum: TaskSpectrum, etas: Sequence[float] | torch.Tensor) -> torch.Tensor:
-    """ŷ (B, d_y) after K = len(etas) plain GD steps from W0 = 0 (``gd.gd_predict`` with W0 None)."""
+    """ŷ (B, d_y) after K = len(etas) plain GD steps from W0 = 0 (``gd.gd_predict`` with W0 None): GD++ with
+    every γ = 0, which leaves q at exactly 1: the predictions are bit for bit those of a loop without q (the
+    gradients in η can differ in the last bit: autograd multiplies by q's ones)."""
     etas = as_steps(etas, "η")
-    s, N = spectrum.s, spectrum.n_context
-    kept = torch.ones_like(s)
-    weight = torch.zeros_like(s)
-    for eta in etas:
-        weight = weight + (eta / N) * kept
-        kept = kept * (1 - (eta / N) * s)
-    return (weight[..., None] * spectrum.w).sum(-2)
+    return spectral_gdpp_predict(spectrum, etas, [0.0] * len(etas))
