@@ -223,6 +223,17 @@ def test_one_seed_is_decided_by_its_value_and_nan_is_inconclusive():
     assert decide(_toy(), [float("nan")])[0] is Verdict.INCONCLUSIVE
 
 
+def test_a_non_finite_seed_value_is_shown_per_seed_not_as_a_mean():
+    """A diverged roll-out gives one seed inf: the table lists the seeds' values ("inf ± nan" hid which seed)."""
+    from icl_gd.platform.claims.model import ClaimResult, Spread
+    from icl_gd.platform.claims.report import value_text
+    diverged = ClaimResult(_toy(), Verdict.INCONCLUSIVE, Spread((-0.002, float("inf"), -0.001)))
+    text = value_text(diverged)
+    assert text.startswith("-0.002, inf, -0.001 (3 seeds") and "nan" not in text and "±" not in text
+    finite = ClaimResult(_toy(), Verdict.HOLDS, Spread((0.5, 0.6, 0.7)))
+    assert value_text(finite).startswith("0.6 ± 0.1 (3 seeds, 95% CI")
+
+
 def test_quick_budget_never_settles_a_claim_that_needs_the_full_budget():
     verdict, note = decide(_toy(quick_decisive=False), [0.5, 0.5], quick=True)
     assert verdict is Verdict.INCONCLUSIVE and "would be holds" in note

@@ -39,12 +39,16 @@ def format_value(value: float) -> str:
 
 def value_text(result: ClaimResult) -> str:
     """``mean ± std (n seeds, 95% CI [lo, hi])`` (geometric ``mean ×/÷ factor`` for log-scale statistics), or the
-    one value, or ``-`` when nothing was measured."""
+    one value, or ``-`` when nothing was measured. When a seed's value is not finite (a roll-out that diverged)
+    there is no mean to show: the per-seed values instead, so a reader sees which seeds ("inf ± nan" said none)."""
     spread = result.spread
     if spread is None:
         return "-"
     if len(spread.values) == 1:
         return format_value(spread.values[0])
+    if not all(math.isfinite(v) for v in spread.values):
+        return (f"{', '.join(format_value(v) for v in spread.values)} ({len(spread.values)} seeds, in seed order; "
+                "no mean: a value is not finite)")
     if spread.on_log_scale:  # geometric mean ×/÷ geometric std
         text = (f"{format_value(spread.mean)} ×/÷ {format_value(math.exp(spread.std))} "
                 f"({len(spread.values)} seeds, geometric")
