@@ -87,6 +87,16 @@ def test_depth_rows_report_the_median_and_a_rollout_claim_can_read_it(tmp_path):
     assert RolloutRise(0.75, column="median_loss")(evidence) == pytest.approx(-0.75)  # the error halves
 
 
+def test_the_median_loss_counts_an_overflowed_task_as_infinite_not_as_nan():
+    """One task in five overflowed (inf - inf = NaN in its prediction): the median stays the typical task's loss
+    (torch.median alone returns NaN, which the rows then wrote as an infinite median)."""
+    targets = torch.zeros(5, 1)
+    prediction = torch.tensor([[1.0], [1.0], [2.0], [3.0], [float("nan")]])
+    assert median_task_loss(prediction, targets) == pytest.approx(2.0)
+    prediction[:3] = float("inf")  # three of five tasks diverged: then the median is infinite
+    assert median_task_loss(prediction, targets) == float("inf")
+
+
 # ---------------------------------------------------------------------------------------------------- Fig. 4
 def test_relative_prediction_rms_is_the_relative_l2_distance_of_two_functions():
     f = torch.tensor([[1.0], [-2.0], [2.0]])

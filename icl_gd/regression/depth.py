@@ -78,8 +78,11 @@ def reference_depth_rows(sweep: DepthSweep, layout: ContextLayout, tokens: torch
 
 def median_task_loss(prediction: torch.Tensor, targets: torch.Tensor) -> float:
     """The median over tasks of 0.5 ‖ŷ - y‖² (B, d_y each): the typical task's loss, which one diverging task in
-    ten thousand cannot move (the mean, ``regression_loss``, it can)."""
-    return float((0.5 * ((prediction.double() - targets.double()) ** 2).sum(-1)).median())
+    ten thousand cannot move (the mean, ``regression_loss``, it can). A task whose prediction overflowed to NaN
+    counts as an infinite loss: ``torch.median`` returns NaN when any element is NaN, which would have let that
+    one task make the median infinite (it did, on one seed's roll-out at 10 000 tasks)."""
+    losses = 0.5 * ((prediction.double() - targets.double()) ** 2).sum(-1)
+    return float(torch.nan_to_num(losses, nan=float("inf"), posinf=float("inf")).median())
 
 
 def depth_rows(curves: Mapping[str, Sequence[torch.Tensor]], targets: torch.Tensor, damping: float
