@@ -60,8 +60,9 @@ LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer",
 LAYERNORM_2 = RunPlan("multi-layer", overrides=("layers=2", "block=transformer", "mlp=false"), seeds=3,
                       quick_seeds=1, estimate_s=1100, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                       quick_estimate_s=60)
-# Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed).
-SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=1400, quick_preset="default",
+# Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed); seeds 0
+# and 1 at full budget, each in one attempt, took 41 and 59 CPU min at load 1-6 (timings.json, 2 Dec 2026).
+SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=2500, quick_preset="default",
                quick_overrides=("steps=1000", "eval_every=500"), quick_estimate_s=110)
 # Separate tokens: whether a seed leaves the zero-predictor plateau early enough to converge in 10 000 steps varies
 # (seed 0 leaves it at ~5000 and ends 14% above one GD step, seeds 1 and 2 at ~3500-4000 and end within 3%); about
@@ -83,7 +84,8 @@ DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",
 # steps at load 20 (wall time there was 3-4x the CPU time): book 0.93 s a step x 1000, wiki 4.1 s a step at batch 32
 # halved for batch 16 x 600, about 300 s of evaluation and scoring (not timed at this scale); stores of 9.5 and 4 GB
 # a seed, deleted after each seed. --quick / SGD: the default wiki run took 78 CPU s (7 min wall at load 9), the book
-# about as much again.
-DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=2500,
+# about as much again. Measured at full budget (seed 0, 2 Dec 2026, load 3-5, one thread): 1480 CPU s, 39 min wall
+# (book 1000 steps in 685 s, wiki 600 steps in 1261 s wall).
+DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=1500,
                        quick_preset="default", quick_overrides=("setups=book,wiki",), quick_estimate_s=160)
 DUAL_FORM_LM_SGD = RunPlan("dual-form-lm", overrides=("setups=book,wiki",), estimate_s=160, quick_estimate_s=160)
