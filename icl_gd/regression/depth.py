@@ -95,7 +95,7 @@ def depth_rows(curves: Mapping[str, Sequence[torch.Tensor]], targets: torch.Tens
             loss, median = regression_loss(prediction, targets), median_task_loss(prediction, targets)
             rows.append({"damping": damping, "applications": n, "model": name,  # NaN only after overflow
                          "loss": loss if loss == loss else float("inf"),
-                         "median_loss": median if median == median else float("inf")})
+                         "median_loss": median})  # never NaN: median_task_loss counts NaN as inf
     return rows
 
 
