@@ -15,9 +15,12 @@ are scored against every stored key (``icl_gd.dual.analysis``). Headline metrics
 from the first listed setting (votes averaged over the three layers; ``verify_max_rel_error`` is the maximum over
 every setting, layer and seed); every setting's metrics are also there under ``<setting>.<metric>``.
 
-The authors' Table 1 (their ``paper/ff_as_attention/print_predictive_power.py``) is ``table1.csv`` (setting, layer,
-split, value, seed) and ``<setting>.table1.<layer>.<split>`` per seed: among correctly classified test queries how
-often a layer's vote matches the output, among misclassified ones how often it matches the output and the target.
+The authors' Table 1 (their ``paper/ff_as_attention/print_predictive_power.py``) is ``table1.csv`` (setting, score,
+layer, split, value, seed) and ``<setting>.table1.<layer>.<split>`` per seed: among correctly classified test queries
+how often a layer's vote matches the output, among misclassified ones how often it matches the output and the target.
+The vote sums our score |k·q + 1| per class; ``<setting>.table1_their_score.<layer>.<split>`` (score ``|k·q|`` in the
+CSV) sums theirs, |k·q| without the bias's augmented key. A setting with two tasks' queries also has each split per
+task (``….<split>.task<t>``).
 ``continual.restrict_phase1.<layer>.task<i>_accuracy`` is the counterfactual of their text: that layer's attention
 restricted to the first phase's keys, the other layers as trained (``all``: every layer restricted).
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, analyse, attention_per_key, restricted_accuracies,
-                                  table1_rows, table1_split)
+from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, TheirScoreTotals, analyse, attention_per_key,
+                                  restricted_accuracies, table1_metrics, table1_rows, table1_split)
 from icl_gd.dual.classifier import TaskPairConfig, accuracy
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
@@ -107,4 +107,52 @@ def test_analyse_writes_table1_and_the_counterfactual(continual):
     for name in (*LAYERS, "all"):
         assert 0 <= m[f"restrict_phase1.{name}.task0_accuracy"] <= 1
     rows = table1_rows("continual", m)
-    assert len(rows) == 9 and {r["split"] for r in rows} == set(TABLE1_SPLITS)
+    assert len(rows) == 18 and {r["split"] for r in rows} == set(TABLE1_SPLITS)
+
+
+def test_table1_metrics_split_per_task_only_for_several_tasks():
+    labels = np.array([0, 1, 2, 3, 4, 5])
+    preds = np.array([0, 1, 9, 3, 9, 5])
+    votes = np.array([0, 7, 2, 3, 9, 5])
+    task = np.array([0, 0, 0, 1, 1, 1])
+    one = table1_metrics("p", votes, preds, labels, task, [0])
+    assert set(one) == {f"p.{k}" for k in TABLE1_SPLITS}  # one task: no per-task keys
+    both = table1_metrics("p", votes, preds, labels, task, [0, 1])
+    assert both["p.correct"] == 0.75  # 3 of the 4 correct queries
+    assert both["p.correct.task0"] == 0.5 and both["p.correct.task1"] == 1.0
+    assert both["p.misclassified_target.task0"] == 1.0 and both["p.misclassified_output.task0"] == 0.0
+    assert both["p.misclassified_output.task1"] == 1.0 and both["p.misclassified_target.task1"] == 0.0
+
+
+def test_their_score_vote_sums_abs_k_dot_q_without_the_bias_offset_per_class(continual):
+    trained, layers = continual
+    layer = layers[1]  # hidden: keys are post-ReLU, so k·q + 1 and k·q order classes differently
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(5, int(layer.memory.info["in_features"])))
+    C = trained.model.output.out_features
+    theirs = TheirScoreTotals(q, C)
+    keys, labels = [], []
+    for block in layer.blocks(dtype="float32"):
+        theirs.add(block)
+        keys.append(np.array(block.key, dtype=np.float64))
+        labels.append(np.array(block.label))
+    keys, labels = np.concatenate(keys), np.concatenate(labels)
+    dense = np.abs(q @ keys.T)  # (5, units), float64
+    expected = np.stack([dense[:, labels == c].sum(1) for c in range(C)], 1)
+    np.testing.assert_allclose(theirs.by_class(), expected, rtol=1e-5)
+    with_offset = np.stack([np.abs(q @ keys.T + 1)[:, labels == c].sum(1) for c in range(C)], 1)
+    assert not np.allclose(theirs.by_class(), with_offset, rtol=1e-3)  # the +1 is not in it
+
+
+def test_analyse_writes_table1_by_their_score_and_per_task(continual):
+    trained, _ = continual
+    m = analyse(AnalysisConfig(n_queries=40, removals=False), trained, TASKS).metrics
+    for name in LAYERS:
+        for key in TABLE1_SPLITS:
+            assert np.isfinite(m[f"table1_their_score.{name}.correct"])
+            for t in (0, 1):
+                assert f"table1.{name}.{key}.task{t}" in m and f"table1_their_score.{name}.{key}.task{t}" in m
+    rows = table1_rows("continual", m)
+    assert len(rows) == 18 and {r["score"] for r in rows} == {"|k·q + 1|", "|k·q|"}
+    old = {k: v for k, v in m.items() if not k.startswith("table1_their_score.")}
+    assert len(table1_rows("continual", old)) == 9  # a run saved before the their-score vote still tabulates

@@ -47,6 +47,8 @@ HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_la
 # often the vote matches the output (= the target), among misclassified ones how often it matches the (wrong) output
 # and how often the target.
 TABLE1_SPLITS = ("correct", "misclassified_output", "misclassified_target")
+# The vote by our score (+1 for the bias's augmented key) and by theirs (|x·q|): (name in table1.csv, metric prefix).
+TABLE1_SCORES = (("|k·q + 1|", "table1"), ("|k·q|", "table1_their_score"))
 
 
 @dataclass(frozen=True)
@@ -172,12 +174,20 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     spots = []
     for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
         spot = SpotlightScores(layer, q[figure])  # scored on the same pass over the units (same float32 blocks)
-        s = score_queries(layer, q, r, k=config.top_k, on_block=spot.add, **scoring)
+        theirs = TheirScoreTotals(q, scoring["n_classes"])
+
+        def on_block(block: UnitBlock) -> None:
+            spot.add(block)
+            theirs.add(block)
+
+        s = score_queries(layer, q, r, k=config.top_k, on_block=on_block, **scoring)
         if len(figure):
             spots.append(spot.spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
-        split = table1_split(votes[-1], pred, queries.y)
-        metrics.update({f"table1.{name}.{key}": split[key] for key in TABLE1_SPLITS})
+        metrics.update(table1_metrics(f"table1.{name}", votes[-1], pred, queries.y, queries.task,
+                                      [t.index for t in trained.tasks]))
+        metrics.update(table1_metrics(f"table1_their_score.{name}", vote(theirs.by_class()), pred, queries.y,
+                                      queries.task, [t.index for t in trained.tasks]))
         if len(trained.tasks) > 1:
             metrics.update({f"{name}.{k}": v for k, v in attention_per_key(
                 s.attention_by_task, s.attention_total, spot.units_per_task(len(tasks)),
@@ -322,12 +332,51 @@ def table1_split(votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray)
             "misclassified_target": share(votes == labels, ~correct)}
 
 
+def table1_metrics(prefix: str, votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray, task: np.ndarray,
+                   task_ids: Sequence[int]) -> dict[str, float]:
+    """Their Table 1 for one layer's ``votes (nq,)`` as metrics ``{prefix}.{split}``, and, when the queries come from
+    several tasks, per task as ``{prefix}.{split}.task<t>`` (theirs is one task's queries: a joint model's vote
+    over both tasks' keys can differ between the tasks' queries)."""
+    out = {f"{prefix}.{key}": value for key, value in table1_split(votes, predictions, labels).items()}
+    if len(task_ids) > 1:
+        for t in task_ids:
+            mine = task == t
+            split = table1_split(votes[mine], predictions[mine], labels[mine])
+            out.update({f"{prefix}.{key}.task{t}": value for key, value in split.items()})
+    return out
+
+
+class TheirScoreTotals:
+    """Σ_u |k_u·q| per training class for queries ``(nq, in)``: the authors' vote score (their ``get_all_scores``
+    scores |x·q|, with no +1 for the bias's augmented key, which ours adds), fed block by block (``add``, as
+    ``score_queries``'s ``on_block``). One more product per block of units: what the +1 changes in Table 1."""
+
+    def __init__(self, queries: np.ndarray, n_classes: int) -> None:
+        self.q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)  # (nq, in)
+        self.n_classes = n_classes
+        self.totals = torch.zeros(self.q.shape[0], n_classes, dtype=torch.float64)
+
+    def add(self, block: UnitBlock) -> None:
+        scores = (self.q @ readonly_tensor(block.key).T).abs_()  # (nq, b)
+        onehot = torch.zeros(len(block.label), self.n_classes, dtype=torch.float32)
+        onehot[torch.arange(len(block.label)), torch.from_numpy(np.array(block.label, dtype=np.int64))] = 1
+        self.totals += (scores @ onehot).to(torch.float64)  # block sums in float32, totals in float64
+
+    def by_class(self) -> np.ndarray:
+        """(nq, C) the totals so far."""
+        return self.totals.numpy()
+
+
 def table1_rows(setting: str, metrics: Mapping[str, float]) -> list[dict]:
-    """One run's Table 1 as tidy rows (setting, layer, split, value, queries in the split) from its metrics."""
+    """One run's Table 1 as tidy rows (setting, score, layer, split, value, queries in the split) from its metrics:
+    the vote by our score |k·q + 1|, then by theirs |k·q| where the run measured it (runs before it did not)."""
     n = {"correct": metrics["table1.n_correct"], "misclassified_output": metrics["table1.n_misclassified"],
          "misclassified_target": metrics["table1.n_misclassified"]}
-    return [{"setting": setting, "layer": name, "split": key, "value": metrics[f"table1.{name}.{key}"],
-             "n_queries": n[key]} for name in LAYERS for key in TABLE1_SPLITS]
+    scores = [(score, prefix) for score, prefix in TABLE1_SCORES
+              if f"{prefix}.{LAYERS[0]}.{TABLE1_SPLITS[0]}" in metrics]
+    return [{"setting": setting, "score": score, "layer": name, "split": key,
+             "value": metrics[f"{prefix}.{name}.{key}"], "n_queries": n[key]}
+            for score, prefix in scores for name in LAYERS for key in TABLE1_SPLITS]
 
 
 def attention_per_key(attention_by_task: np.ndarray, attention_total: np.ndarray, units: np.ndarray,
