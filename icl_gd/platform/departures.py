@@ -59,6 +59,9 @@ DEPARTURES: tuple[Departure, ...] = (
               "MLP features m(x) of x only, y in its own slot (LSA width 41), trained initial read-out (`features`)",
               "keeping y out of the features gives the kernel m(x)ᵀm(x'), so Prop. 2 applies to the trained model's "
               "own features"),
+    Departure(_VO, "sine", "model.activation", "jax.nn.gelu's default, the tanh form (src/attn.py, MLP)",
+              "gelu: the exact (erf) form, nn.GELU()", "not noticed until 2026-12-02, after the full-budget sine runs; "
+              "the two differ by at most 5e-4 on any input; a tanh option is not built yet"),
     Departure(_VO, "sine", "task.correlated", "true: a = 0.1 + 0.4u, φ = πu from one u per task",
               "false: a and φ independent", "a perfectly correlated law is a one-parameter task family"),
     Departure(_VO, "sine", "init and training", "init 0.002; 20 000 steps, batch 2048, clip 100",
