@@ -249,7 +249,9 @@ def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch
     monkeypatch.setattr(dual_form, "run_setting", no_training)
     monkeypatch.setattr(dual_form, "setting_figures", lambda *args: None)  # drawn and checked above; slow
     again = study.run(config, RunContext(out, torch.device("cpu"), progress=False))
-    assert again == mean
+    assert again.keys() == mean.keys()
+    # NaN is a split with no query (e.g. one task's misclassified queries in a tiny run); equal as NaN
+    assert all(a == b or (a != a and b != b) for a, b in ((again[k], mean[k]) for k in mean))
     two = resolve_study_config(study, "paper", overrides[:-1] + ["seeds=2"])
     with pytest.raises(AssertionError, match="trained again"):  # seed 1 was never run, so it must be trained
         study.run(two, RunContext(out, torch.device("cpu"), progress=False))
