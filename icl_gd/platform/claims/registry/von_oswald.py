@@ -261,10 +261,21 @@ VON_OSWALD_CLAIMS: tuple[Claim, ...] = (
     Claim(id="vo-deep-separate-gdpp-aligned", paper=_VO, kind=Kind.PAPER,
           location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
           quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++",
-          statement="Five separate LSA layers' sensitivities align with 5 steps of per-step-tuned GD++.",
-          follows=_FOLLOWS_CODE, runs=(SEPARATE_5,), statistic=metric("cos_sensitivity_gdpp"),
-          measures="cosine of ∂ŷ/∂x_q, trained vs GD++", threshold=0.99, direction=Direction.ABOVE,
+          statement="Five separate LSA layers' sensitivities align with 5 steps of per-step GD++ tuned by L-BFGS.",
+          follows=_FOLLOWS_CODE + "; at K = 5 per step our guarded L-BFGS tuner can return γ = 0 (GD itself: every "
+                                  "candidate it finds fails its stability guard or diverges), so the authors' "
+                                  "tuning below is the reference of Fig. 3(b)",
+          runs=(SEPARATE_5,), statistic=metric("cos_sensitivity_gdpp"),
+          measures="cosine of ∂ŷ/∂x_q, trained vs GD++ (L-BFGS)", threshold=0.99, direction=Direction.ABOVE,
           threshold_source=_RULES["align"], quick_decisive=False),
+    Claim(id="vo-deep-separate-gdpp-aligned-authors-tuning", paper=_VO, kind=Kind.PAPER,
+          location="§3 'Multiple steps of gradient descent vs. multiple layers of self-attention'; Fig. 3(b)",
+          quote="This slight modification leads again to almost perfect alignment between the trained TF and GD++",
+          statement="Five separate LSA layers' sensitivities align with 5 steps of per-step GD++ tuned the authors' "
+                    "way (grid-scanned start, then 30 000 Adam steps of 512 tasks: the GD++ of their Fig. 3(b)).",
+          follows=_FOLLOWS_CODE, runs=(SEPARATE_5,), statistic=metric("cos_sensitivity_gdpp_adam"),
+          measures="cosine of ∂ŷ/∂x_q, trained vs GD++ (the authors' tuning)", threshold=0.99,
+          direction=Direction.ABOVE, threshold_source=_RULES["align"], quick_decisive=False),
     Claim(id="vo-gdpp-condition", paper=_VO, kind=Kind.PAPER,
           location="App. A.10 'Why does GD++ perform better?'; Fig. 13 (right: N = 25)",
           quote="We hypotheses that the Transformer chooses γ in a way that on average, across the distribution of "
