@@ -38,8 +38,9 @@ RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=
 # 5400 s: the 5000 s timed before plus about 400 s for 30 000 Adam steps of the authors' GD++ tuning (measured
 # 13-80 ms a step at load 2-12). Seed 0 on 2026-12-02 at load 3 (three runs on two cores): both GD++ tunings, before
 # training, about 9 CPU min; training about 100 CPU s per 1000 of its 50 000 steps, so ~80 CPU min under that load.
+# The three full-budget seeds (2026-12-02, at load 3-5): seeds 1 and 2, run whole, took 2459 and 2607 CPU s.
 SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false", _ADAM_SEPARATE), seeds=3, quick_seeds=1,
-                     estimate_s=5400, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
+                     estimate_s=2550, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                      quick_estimate_s=300)
 # App. A.12 / Fig. 16: one layer trained full-batch on a fixed set of M tasks (M = 128 and 2048, the figure's (a)
 # and (c)); the single-layer budget, so the same estimates.
