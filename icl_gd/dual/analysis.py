@@ -28,7 +28,7 @@ from threadpoolctl import threadpool_limits
 from icl_gd.core import stats
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.dual.classifier import ClassificationTask, accuracy
-from icl_gd.dual.queries import layer_queries, readonly_tensor, score_queries, vote, vote_agreement
+from icl_gd.dual.queries import layer_queries, one_hot, readonly_tensor, score_queries, vote, vote_agreement
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
 from icl_gd.dual.settings import TrainedSetting
 from icl_gd.dual.storage import open_memory
@@ -358,8 +358,7 @@ class TheirScoreTotals:
 
     def add(self, block: UnitBlock) -> None:
         scores = (self.q @ readonly_tensor(block.key).T).abs_()  # (nq, b)
-        onehot = torch.zeros(len(block.label), self.n_classes, dtype=torch.float32)
-        onehot[torch.arange(len(block.label)), torch.from_numpy(np.array(block.label, dtype=np.int64))] = 1
+        onehot = one_hot(block.label, self.n_classes, "classes", torch.float32)  # (b, C)
         self.totals += (scores @ onehot).to(torch.float64)  # block sums in float32, totals in float64
 
     def by_class(self) -> np.ndarray:

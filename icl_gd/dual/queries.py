@@ -92,7 +92,8 @@ def readonly_tensor(array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def _one_hot(ids: np.ndarray, n: int, what: str, dtype: torch.dtype) -> torch.Tensor:
+def one_hot(ids: np.ndarray, n: int, what: str, dtype: torch.dtype) -> torch.Tensor:
+    """(len(ids), n) one-hot rows of ``ids``; ConfigError naming ``what`` when an id is outside 0..n-1."""
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         raise ConfigError(f"{what} id {int(ids.max())} is outside 0..{n - 1}; pass a larger n_{what}")
     onehot = torch.zeros(len(ids), n, dtype=dtype)
@@ -226,10 +227,10 @@ def score_queries(
     con_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
 
     def add(block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None:
-        onehot = torch.cat([_one_hot(block.label, n_classes, "classes", dtype),
-                            _one_hot(block.task, n_tasks, "tasks", dtype),
-                            _one_hot(block.epoch, n_epochs, "epochs", dtype),
-                            _one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
+        onehot = torch.cat([one_hot(block.label, n_classes, "classes", dtype),
+                            one_hot(block.task, n_tasks, "tasks", dtype),
+                            one_hot(block.epoch, n_epochs, "epochs", dtype),
+                            one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
                             ], 1)  # (b, groups)
         att_groups.add_((attention @ onehot).to(torch.float64))  # block sums in the working dtype, totals float64
         con_groups.add_((contribution @ onehot).to(torch.float64))
