@@ -43,6 +43,13 @@ p.add_argument("--layers", type=int, default=1, help="K (their num_layers); recu
 p.add_argument("--separate", action="store_true", help="K separate layers (their recurrent_Transformer = False)")
 p.add_argument("--steps", type=int, default=None, help="training steps (theirs: 5000 recurrent, 50 000 separate)")
 p.add_argument("--gd-steps", type=int, default=None, help="GD++ tuning steps (theirs: 1000 recurrent, 30 000 separate)")
+p.add_argument("--n-context", type=int, default=10, help="N, context pairs per task (their dataset_size; theirs: 10, "
+               "and 10, 25, 50, 100 for App. A.10's γ against N)")
+p.add_argument("--layernorm", action="store_true", help="their LayerNorm (config.layer_norm): before the layer of a "
+               "recurrent stack, between separate layers (App. A.9, Fig. 14)")
+p.add_argument("--softmax", action="store_true", help="softmax attention (their use_softmax: logits / √key size; App. "
+               "A.9, Fig. 12)")
+p.add_argument("--heads", type=int, default=1, help="attention heads (their num_heads), each of key size 11")
 p.add_argument("--n-ood", type=int, default=2000, help="tasks per OOD point at icl-gd's sweep points")
 p.add_argument("--out", default=None, help="also write the JSON line to this file")
 p.add_argument("--scan-cache", default=None, help="JSON file keeping scan_lrs' results per set-up: the scan depends on "
@@ -59,6 +66,11 @@ if K == 1 and not recurrent:
 # Their Config cell (softmax = layernorm = False, one head).
 config.seed, config.local_usage = args.seed, True
 set_constructed_tokens(config, K, recurrent)
+config.dataset_size = args.n_context
+config.layer_norm, config.use_softmax, config.num_heads = args.layernorm, args.softmax, args.heads
+# A variant (App. A.9) is compared with GD alone: the linear single layer's extras (interpolation, controls, roll-out)
+# and the (η, γ) read-off assume one linear head.
+variant = args.layernorm or args.softmax or args.heads != 1
 config.training_steps = args.steps if args.steps is not None else (5000 if recurrent else 50_000)
 config.training_steps_gd = args.gd_steps if args.gd_steps is not None else (1000 if recurrent else 30_000)
 d, N = config.input_size, config.dataset_size
@@ -88,7 +100,8 @@ rng, data_rng = jax.random.split(rng, 2)
 
 def scanned_lr(lin_diag):
     """Their scan_lrs(eval_rng, lin_diag, bs=10000), read from --scan-cache when that holds this set-up."""
-    key = f"layers={K} recurrent={recurrent} lin_diag={lin_diag}"
+    # GD's scan depends on the data alone (N), not on the model's variant
+    key = f"layers={K} recurrent={recurrent} lin_diag={lin_diag}" + (f" N={N}" if N != 10 else "")
     cache = {}
     if args.scan_cache and os.path.exists(args.scan_cache):
         with open(args.scan_cache) as handle:
@@ -152,18 +165,42 @@ def ood_gap_their_grid(reference):
 
 
 print(f"final evaluation ({time.time() - started:.0f} s so far)", flush=True)
-out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.training_steps,
+
+
+def read_off(layer_params):
+    """(η, γ) of one of their layers, by icl-gd's read-off (``icl_gd.regression.gd.gdpp_params_from_weights``):
+    their query(x) = x W_q, so the score product e_jᵀ W_q W_kᵀ e_i is icl-gd's QK = W_Q^T W_K, and the value path
+    x W_v W_l is icl-gd's (P W_V)ᵀ (its diagonal is the same); b = mean diag of QK's x-block, η = -N b · mean diag
+    of PV's y-block, γ = -b · mean diag of PV's x-block."""
+    QK = np.asarray(layer_params["query"]["w"] @ layer_params["key"]["w"].T)
+    PV = np.asarray(layer_params["value"]["w"] @ layer_params["linear"]["w"])
+    b = float(np.mean(np.diag(QK)[:d]))
+    return -N * b * float(np.mean(np.diag(PV)[d:])), -b * float(np.mean(np.diag(PV)[:d]))
+
+
+def layer_params_of(params):
+    """Their recurrent stack's one layer: its query, key, value and linear weights by name."""
+    heads = {k.rsplit("/", 1)[-1]: v for k, v in params.items() if "multi_head_attention" in k}
+    if set(heads) != {"query", "key", "value", "linear"}:
+        raise SystemExit(f"expected one attention layer's query/key/value/linear, found {sorted(params)}")
+    return heads
+
+
+out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.training_steps, "n_context": N,
+       "layernorm": args.layernorm, "softmax": args.softmax, "heads": args.heads,
        "gd_lr": float(lr_min), "loss_trained": loss_trained, "loss_gd": loss_gd,
        "loss_rel_gap_trained_vs_gd": (loss_trained - loss_gd) / loss_gd,
        **{k: v for k, v in alignment(params_gd).items()},
        "ood_gap_gd": ood_gap(params_gd, args.n_ood), "ood_gap_gd_their_grid": ood_gap_their_grid(params_gd)}
+if recurrent and not variant:
+    out["trained_eta"], out["trained_gamma"] = read_off(layer_params_of(params))
 if K > 1:
     vs_gdpp = alignment(params_gdpp)
     out.update({"gdpp_steps": config.training_steps_gd, "loss_gdpp": loss_gdpp,
                 "loss_rel_gap_trained_vs_gdpp": (loss_trained - loss_gdpp) / loss_gdpp,
                 **{f"{k}_gdpp": v for k, v in vs_gdpp.items()},
                 "ood_gap_gdpp": ood_gap(params_gdpp, args.n_ood), "ood_gap_gdpp_their_grid": ood_gap_their_grid(params_gdpp)})
-else:
+elif not variant:
     # Interpolation: their notebook cell's averaging of the gauge-fixed products (see the module docstring).
     trained = {k.replace("transformer", "Transformer_gd"): v for k, v in params.items()}
     prefix = "Transformer_gd/multi_head_attention/"

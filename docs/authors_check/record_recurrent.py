@@ -11,13 +11,9 @@ relative loss gaps, the sensitivity cosine, the cosine margin GD++ over GD, the 
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-from pathlib import Path
 
-VALUES = Path(__file__).resolve().parents[2] / "icl_gd" / "platform" / "claims" / "authors_values.json"
-COMMIT = "3d5547ca48b60ecac459834e2c05c9ff5df87991"  # the snapshot the README names
+from _record import load_runs, provenance, write
 
 
 def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
@@ -27,6 +23,11 @@ def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     def per_seed(fmt: str, *keys: str) -> str:
         return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
 
+    if K == 10:  # the registered K = 10 claim: alignment with GD++ as their code tunes it (Fig. 7)
+        return {"vo-recurrent10-gdpp-aligned-authors-tuning": (
+            [r["cos_sensitivity_gdpp"] for r in runs],
+            "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse(); GD++ by their pre_train_gd_hps, 1000 Adam "
+            "steps of 512 from the grid-scanned start): " + per_seed("{:.5f}", "cos_sensitivity_gdpp"))}
     out = {
         f"vo-recurrent{K}-beats-gd": (
             [r["loss_rel_gap_trained_vs_gd"] for r in runs],
@@ -57,38 +58,22 @@ def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
 
 
 def main(paths: list[str]) -> None:
-    runs = sorted((json.loads(Path(p).read_text()) for p in paths), key=lambda r: r["seed"])
+    runs = load_runs(paths)
     K = runs[0]["layers"]
-    if K < 2 or not all(r["layers"] == K and r["recurrent"] for r in runs):
-        raise SystemExit("give the JSON lines of one recurrent depth K >= 2")
-    prov = runs[0]["provenance"]
-    common = {
-        "seeds": [r["seed"] for r in runs], "steps": runs[0]["steps"], "same_setup": True,
-        "setup": f"their constructed_token_setup notebook, a recurrent stack of {K} LSA layers: {runs[0]['steps']} "
-                 "steps of 2048 fresh tasks, their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs "
-                 f"({runs[0]['gd_lr']:.3f}); GD++ from their pre_train_gd_hps ({runs[0]['gdpp_steps']} Adam steps); "
-                 "the statistic from the final model",
-        "driver": f"docs/authors_check/constructed_tokens.py --layers {K} --seed S --scan-cache C --out F; "
-                  "docs/authors_check/record_recurrent.py",
-        "repository": "google-research/self-organising-systems (transformers_learn_icl_by_gd/src)",
-        "commit": COMMIT,
-        "versions": prov["versions"] + f"; Python {prov['python']}; CPU ({prov['device']}), "
-                    "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false; jnp.DeviceArray aliased to jax.Array",
-        "date": prov["date"],
-        "wall_s_per_seed": [r["provenance"]["wall_s"] for r in runs],
-        "recorded_in": "docs/authors_check/README.md",
-    }
-    data = json.loads(VALUES.read_text())
-    for claim_id, (values, measured) in records(runs).items():
-        data[claim_id] = {"values": values, "seeds": common["seeds"], "measured": measured,
-                          **{k: v for k, v in common.items() if k != "seeds"}}
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    # short lists of numbers on one line, as the rest of the file
-    text = re.sub(r"\[\s+([-0-9.e, \n]*?)\s+\]",
-                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
-    VALUES.write_text(text + "\n")
-    for claim_id, (values, _) in records(runs).items():
-        print(claim_id, [round(v, 5) for v in values])
+    if K < 2 or not all(r["layers"] == K and r["recurrent"] and r.get("n_context", 10) == 10 for r in runs):
+        raise SystemExit("give the JSON lines of one recurrent depth K >= 2 at N = 10")
+    if K not in (2, 3, 10):
+        raise SystemExit(f"no registered claim is of a recurrent stack of {K} layers (2, 3 and 10 are)")
+    common = provenance(
+        runs,
+        setup=f"their constructed_token_setup notebook, a recurrent stack of {K} LSA layers: {runs[0]['steps']} "
+              "steps of 2048 fresh tasks, their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs "
+              f"({runs[0]['gd_lr']:.3f}); GD++ from their pre_train_gd_hps ({runs[0]['gdpp_steps']} Adam steps); "
+              "the statistic from the final model",
+        driver=f"docs/authors_check/constructed_tokens.py --layers {K} --seed S --scan-cache C --out F; "
+               "docs/authors_check/record_recurrent.py")
+    seeds = [r["seed"] for r in runs]
+    write({claim_id: (values, seeds, measured) for claim_id, (values, measured) in records(runs).items()}, common)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+"""Writing the authors' code's values into ``icl_gd/platform/claims/authors_values.json``: one record per claim,
+the per-seed values with what was measured and the run's provenance. Shared by the ``record_*.py`` scripts (run by
+hand after a driver; they need no JAX)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+VALUES = Path(__file__).resolve().parents[2] / "icl_gd" / "platform" / "claims" / "authors_values.json"
+COMMIT = "3d5547ca48b60ecac459834e2c05c9ff5df87991"  # the snapshot the README names
+
+
+def load_runs(paths: list[str]) -> list[dict]:
+    """The drivers' JSON lines, in seed order."""
+    return sorted((json.loads(Path(p).read_text()) for p in paths), key=lambda r: (r["seed"], r.get("n_context", 10)))
+
+
+def provenance(runs: list[dict], setup: str, driver: str) -> dict:
+    """The fields every record of ``runs`` shares: set-up, driver, their commit, library versions, date, wall time."""
+    prov = runs[0]["provenance"]
+    return {
+        "steps": runs[0]["steps"], "same_setup": True, "setup": setup, "driver": driver,
+        "repository": "google-research/self-organising-systems (transformers_learn_icl_by_gd/src)",
+        "commit": COMMIT,
+        "versions": prov["versions"] + f"; Python {prov['python']}; CPU ({prov['device']}), "
+                    "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false; jnp.DeviceArray aliased to jax.Array",
+        "date": prov["date"],
+        "wall_s_per_seed": [r["provenance"]["wall_s"] for r in runs],
+        "recorded_in": "docs/authors_check/README.md",
+    }
+
+
+def write(records: dict[str, tuple[list[float], list[int], str]], common: dict) -> None:
+    """Claim id -> (per-seed values, their seeds, what was measured), each with ``common``'s provenance; replaces
+    earlier records of the same claims and prints what it wrote."""
+    data = json.loads(VALUES.read_text())
+    for claim_id, (values, seeds, measured) in records.items():
+        data[claim_id] = {"values": values, "seeds": seeds, "measured": measured, **common}
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    # short lists of numbers on one line, as the rest of the file
+    text = re.sub(r"\[\s+([-0-9.e, \n]*?)\s+\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
+    VALUES.write_text(text + "\n")
+    for claim_id, (values, _, _) in records.items():
+        print(claim_id, [round(v, 5) for v in values])

@@ -1,0 +1,104 @@
+"""The scripts that fold the authors' code's JSON lines into authors_values.json (docs/authors_check/record_*.py):
+each claim's value computed from synthetic runs by hand, the records written with their provenance, and every
+recorded id a registered claim. They need no JAX, so they run here on made-up driver output."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from icl_gd.platform.claims import CLAIMS
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "authors_check"))
+
+import _record  # noqa: E402
+import record_recurrent  # noqa: E402
+import record_variants  # noqa: E402
+
+PROV = {"versions": "jax 0.10.2", "python": "3.11.7", "device": "cpu", "date": "2026-12-02", "wall_s": 60}
+
+
+def _run(seed: int, layers: int = 1, **fields) -> dict:
+    base = {"layers": layers, "recurrent": True, "seed": seed, "steps": 5000, "n_context": 10, "layernorm": False,
+            "softmax": False, "heads": 1, "gd_lr": 0.9, "loss_gd": 0.2, "provenance": PROV}
+    return {**base, **fields}
+
+
+@pytest.fixture
+def values_file(tmp_path, monkeypatch):
+    path = tmp_path / "authors_values.json"
+    path.write_text(json.dumps({"_about": "test"}))
+    monkeypatch.setattr(_record, "VALUES", path)
+    return path
+
+
+def _lines(tmp_path: Path, runs: list[dict]) -> list[str]:
+    paths = []
+    for i, run in enumerate(runs):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(run) + "\n")
+        paths.append(str(path))
+    return paths
+
+
+def test_softmax_records_pair_heads_by_seed(tmp_path, values_file):
+    # catches 1 and 2 heads swapped (the sign of both differences flips) or pairing by file order instead of seed
+    runs = [_run(1, softmax=True, heads=2, loss_trained=0.25, loss_rel_gap_trained_vs_gd=0.25, cos_sensitivity=0.97),
+            _run(0, softmax=True, heads=1, loss_trained=0.30, loss_rel_gap_trained_vs_gd=0.50, cos_sensitivity=0.90),
+            _run(0, softmax=True, heads=2, loss_trained=0.22, loss_rel_gap_trained_vs_gd=0.10, cos_sensitivity=0.99),
+            _run(1, softmax=True, heads=1, loss_trained=0.28, loss_rel_gap_trained_vs_gd=0.40, cos_sensitivity=0.95)]
+    record_variants.main(_lines(tmp_path, runs))
+    data = json.loads(values_file.read_text())
+    assert data["vo-softmax-one-head"]["values"] == pytest.approx([0.50, 0.40])
+    assert data["vo-softmax-heads"]["values"] == pytest.approx([0.10 - 0.50, 0.25 - 0.40])
+    assert data["vo-softmax-heads-alignment"]["values"] == pytest.approx([0.99 - 0.90, 0.97 - 0.95])
+    assert data["vo-softmax-heads"]["seeds"] == [0, 1]
+    assert data["vo-softmax-heads"]["commit"] == _record.COMMIT and data["vo-softmax-heads"]["same_setup"] is True
+
+
+def test_gamma_vs_n_is_the_worst_relative_deviation_and_needs_every_n(tmp_path, values_file, capsys):
+    gammas = {10: 0.170, 25: 0.110, 50: 0.056, 100: 0.0300}  # worst: N = 25, |0.110 - 0.099| / 0.099
+    runs = [_run(0, layers=2, n_context=n, trained_gamma=g, trained_eta=1.0) for n, g in gammas.items()]
+    runs.append(_run(1, layers=2, n_context=10, trained_gamma=0.2, trained_eta=1.0))  # seed 1 lacks N = 25..100
+    record_variants.main(_lines(tmp_path, runs))
+    record = json.loads(values_file.read_text())["vo-gamma-vs-n"]
+    assert record["values"] == pytest.approx([0.011 / 0.099])
+    assert record["seeds"] == [0]
+    assert "seed 1: γ N=10 0.2000" in capsys.readouterr().out
+
+
+def test_layernorm_record_and_unknown_runs_refused(tmp_path, values_file):
+    runs = [_run(s, layernorm=True, loss_trained=0.3, loss_rel_gap_trained_vs_gd=0.5 + s) for s in (0, 1)]
+    record_variants.main(_lines(tmp_path, runs))
+    assert json.loads(values_file.read_text())["vo-layernorm"]["values"] == [0.5, 1.5]
+    with pytest.raises(SystemExit, match="none of the set-ups"):
+        record_variants.main(_lines(tmp_path, [_run(0, layers=3, recurrent=False)]))
+
+
+def test_recurrent_ten_records_only_its_registered_claim(tmp_path, values_file):
+    runs = [_run(s, layers=10, gdpp_steps=1000, loss_trained=0.1, loss_gdpp=0.05, loss_rel_gap_trained_vs_gd=-0.1,
+                 loss_rel_gap_trained_vs_gdpp=1.0, cos_sensitivity=0.9, cos_sensitivity_gdpp=0.95 + s / 100,
+                 ood_gap_gdpp=0.1, ood_gap_gdpp_their_grid=0.1) for s in (0, 1, 2)]
+    record_recurrent.main(_lines(tmp_path, runs))
+    data = json.loads(values_file.read_text())
+    assert set(data) - {"_about"} == {"vo-recurrent10-gdpp-aligned-authors-tuning"}
+    assert data["vo-recurrent10-gdpp-aligned-authors-tuning"]["values"] == pytest.approx([0.95, 0.96, 0.97])
+    with pytest.raises(SystemExit, match="no registered claim"):
+        record_recurrent.main(_lines(tmp_path, [_run(0, layers=4, gd_lr=1.0, gdpp_steps=1)]))
+
+
+def test_every_id_a_record_script_can_write_is_registered():
+    # catches a typo in a claim id in a record script: the report would never show that record
+    registered = {c.id for c in CLAIMS}
+    for module in (record_recurrent, record_variants):
+        source = inspect.getsource(module)
+        written = set(re.findall(r'"(vo-[a-z0-9-]+)"', source)) | {
+            f"vo-recurrent{k}-{suffix}" for k in (2, 3)
+            for suffix in ("beats-gd", "gdpp")}
+        assert written <= registered, sorted(written - registered)
