@@ -7,6 +7,10 @@ with the definitions of icl-gd's statistics (``icl_gd/platform/claims/statistics
 
     python docs/authors_check/constructed_tokens.py --authors-dir PATH --layers 1 --seed 0 --out seed0.json
 
+Their notebook's other parameters: ``--layernorm``, ``--softmax``, ``--heads H`` (App. A.9; such a variant is compared
+with GD alone) and ``--n-context N`` (their ``dataset_size``; App. A.10: a recurrent stack's trained (η, γ) is read
+off its layer as icl-gd reads it, ``trained_eta`` / ``trained_gamma``).
+
 What is theirs and what is ours here:
 - theirs (called, not copied): data (``create_reg_data``), model, training step, ``scan_lrs`` (GD's η on a 0.1 grid,
   scored on their 10 000 test tasks), ``create_weights`` (Prop. 1 weights), ``pre_train_gd_hps`` (GD++'s η, γ by
