@@ -171,13 +171,18 @@ def ood_gap_their_grid(reference):
 print(f"final evaluation ({time.time() - started:.0f} s so far)", flush=True)
 
 
-def read_off(layer_params):
+def products(params):
+    """(QK, PV) of their one attention layer in ``params``: query·keyᵀ and value·linear, their notebook's products."""
+    layer = layer_params_of(params)
+    return layer["query"]["w"] @ layer["key"]["w"].T, layer["value"]["w"] @ layer["linear"]["w"]
+
+
+def read_off(params):
     """(η, γ) of one of their layers, by icl-gd's read-off (``icl_gd.regression.gd.gdpp_params_from_weights``):
     their query(x) = x W_q, so the score product e_jᵀ W_q W_kᵀ e_i is icl-gd's QK = W_Q^T W_K, and the value path
     x W_v W_l is icl-gd's (P W_V)ᵀ (its diagonal is the same); b = mean diag of QK's x-block, η = -N b · mean diag
     of PV's y-block, γ = -b · mean diag of PV's x-block."""
-    QK = np.asarray(layer_params["query"]["w"] @ layer_params["key"]["w"].T)
-    PV = np.asarray(layer_params["value"]["w"] @ layer_params["linear"]["w"])
+    QK, PV = (np.asarray(m) for m in products(params))
     b = float(np.mean(np.diag(QK)[:d]))
     return -N * b * float(np.mean(np.diag(PV)[d:])), -b * float(np.mean(np.diag(PV)[:d]))
 
@@ -197,7 +202,7 @@ out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.t
        **{k: v for k, v in alignment(params_gd).items()},
        "ood_gap_gd": ood_gap(params_gd, args.n_ood), "ood_gap_gd_their_grid": ood_gap_their_grid(params_gd)}
 if recurrent and not variant:
-    out["trained_eta"], out["trained_gamma"] = read_off(layer_params_of(params))
+    out["trained_eta"], out["trained_gamma"] = read_off(params)
 if K > 1:
     vs_gdpp = alignment(params_gdpp)
     out.update({"gdpp_steps": config.training_steps_gd, "loss_gdpp": loss_gdpp,
@@ -206,13 +211,10 @@ if K > 1:
                 "ood_gap_gdpp": ood_gap(params_gdpp, args.n_ood), "ood_gap_gdpp_their_grid": ood_gap_their_grid(params_gdpp)})
 elif not variant:
     # Interpolation: their notebook cell's averaging of the gauge-fixed products (see the module docstring).
-    trained = {k.replace("transformer", "Transformer_gd"): v for k, v in params.items()}
     prefix = "Transformer_gd/multi_head_attention/"
-    QK = trained[prefix + "query"]["w"] @ trained[prefix + "key"]["w"].T
-    PV = trained[prefix + "value"]["w"] @ trained[prefix + "linear"]["w"]
+    QK, PV = products(params)
     scale = float(np.mean([QK[a, a] for a in range(QK.shape[0] - 1)]))
-    QK_gd = params_gd[prefix + "query"]["w"] @ params_gd[prefix + "key"]["w"].T
-    PV_gd = params_gd[prefix + "value"]["w"] @ params_gd[prefix + "linear"]["w"]
+    QK_gd, PV_gd = products(params_gd)
     eye = jnp.identity(QK.shape[0])
     interpolated = {prefix + "query": {"w": (QK / scale + QK_gd) / 2}, prefix + "key": {"w": eye},
                     prefix + "value": {"w": eye}, prefix + "linear": {"w": (PV * scale + PV_gd) / 2}}
