@@ -102,3 +102,9 @@ def test_every_id_a_record_script_can_write_is_registered():
             f"vo-recurrent{k}-{suffix}" for k in (2, 3)
             for suffix in ("beats-gd", "gdpp")}
         assert written <= registered, sorted(written - registered)
+
+
+def test_wall_time_is_summed_per_seed():
+    # a statistic of two runs a seed (1 and 2 heads) reports one wall time a seed, not one a run
+    runs = [_run(s, softmax=True, heads=h, provenance={**PROV, "wall_s": 10 * h + s}) for s in (0, 1) for h in (1, 2)]
+    assert _record.provenance(runs, "setup", "driver")["wall_s_per_seed"] == [30, 32]

@@ -18,8 +18,12 @@ def load_runs(paths: list[str]) -> list[dict]:
 
 
 def provenance(runs: list[dict], setup: str, driver: str) -> dict:
-    """The fields every record of ``runs`` shares: set-up, driver, their commit, library versions, date, wall time."""
+    """The fields every record of ``runs`` shares: set-up, driver, their commit, library versions, date, wall time
+    (summed over a seed's runs where a statistic takes several, e.g. one per head count)."""
     prov = runs[0]["provenance"]
+    wall: dict[int, int] = {}
+    for r in runs:
+        wall[r["seed"]] = wall.get(r["seed"], 0) + r["provenance"]["wall_s"]
     return {
         "steps": runs[0]["steps"], "same_setup": True, "setup": setup, "driver": driver,
         "repository": "google-research/self-organising-systems (transformers_learn_icl_by_gd/src)",
@@ -27,7 +31,7 @@ def provenance(runs: list[dict], setup: str, driver: str) -> dict:
         "versions": prov["versions"] + f"; Python {prov['python']}; CPU ({prov['device']}), "
                     "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false; jnp.DeviceArray aliased to jax.Array",
         "date": prov["date"],
-        "wall_s_per_seed": [r["provenance"]["wall_s"] for r in runs],
+        "wall_s_per_seed": [wall[seed] for seed in sorted(wall)],
         "recorded_in": "docs/authors_check/README.md",
     }
 
