@@ -10,7 +10,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,15 +30,20 @@ class Captured:
     config: TrainConfig
     seeds: list[int]
 
-    def time_steps(self, n_steps: int) -> float:
-        """Seconds for ``n_steps`` training steps of fresh copies of the models (sampling, forward, backward,
-        clipping, the optimiser), without evaluation or checkpoints."""
+    def fresh_training(self, n_steps: int) -> Callable[[], object]:
+        """A call that trains fresh copies of the models for ``n_steps`` steps (sampling, forward, backward,
+        clipping, the optimiser), without evaluation or checkpoints; the copies are made here, not in the call."""
         import copy
-        import time
         models = [copy.deepcopy(m) for m in self.models]
         config = replace(self.config, steps=n_steps, eval_every=10 * n_steps, checkpoint_every=10 * n_steps)
+        return lambda: train(models, self.task, config, self.seeds)
+
+    def time_steps(self, n_steps: int) -> float:
+        """Seconds for ``n_steps`` training steps of fresh copies of the models (``fresh_training``)."""
+        import time
+        run = self.fresh_training(n_steps)
         start = time.perf_counter()
-        train(models, self.task, config, self.seeds)
+        run()
         return time.perf_counter() - start
 
 

@@ -41,15 +41,11 @@ def gemm_peak_gflops(n: int = 2048, seconds: float = 2.0) -> float:
 
 def step_gflop(captured) -> float:
     """Matrix-product GFLOP of one training step (forward and backward) of every model the set-up trains."""
-    from icl_gd.regression.training import train
-    import copy
-    from dataclasses import replace
     total = 0
     for c in captured:
-        models = [copy.deepcopy(m) for m in c.models]
-        config = replace(c.config, steps=1, eval_every=10, checkpoint_every=10)
+        run = c.fresh_training(1)
         with FlopCounterMode(display=False) as counter:
-            train(models, c.task, config, c.seeds)
+            run()
         total += counter.get_total_flops()
     return total / 1e9
 

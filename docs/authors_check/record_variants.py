@@ -1,5 +1,6 @@
 """Fold the JSON lines of ``constructed_tokens.py`` for App. A.9 and A.10's set-ups into
-``icl_gd/platform/claims/authors_values.json`` (by hand, after the driver; no JAX needed):
+``icl_gd/platform/claims/authors_values.json`` (by hand, after the driver, with icl-gd's python: no JAX needed,
+and the paper's γ come from the claim's registry entry):
 
     python docs/authors_check/record_variants.py /tmp/ac/k1_ln_s*.json /tmp/ac/k1_sm*_s*.json /tmp/ac/k2_n*_s*.json
 
@@ -20,8 +21,10 @@ import sys
 from collections import defaultdict
 
 from _record import load_runs, provenance, write
+from icl_gd.platform.claims import CLAIMS
 
-PAPER_GAMMA = {10: 0.179, 25: 0.099, 50: 0.056, 100: 0.029}  # App. A.10, as vo-gamma-vs-n states them
+# App. A.10's γ for N = 10, 25, 50, 100, as the claim states them (its statistic's expected values, one per plan)
+PAPER_GAMMA = dict(zip((10, 25, 50, 100), next(c for c in CLAIMS if c.id == "vo-gamma-vs-n").statistic.expected))
 _SETUP_1 = ("their constructed_token_setup notebook, one layer (their deq = True) {what}: 5000 steps of 2048 fresh "
             "tasks, AdamW 1e-3, clip 1e-3; their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs ({lr:.3f}); "
             "the statistic from the final model")
@@ -29,8 +32,8 @@ _DRIVER = "docs/authors_check/constructed_tokens.py --layers {K} {flags} --seed 
           "docs/authors_check/record_variants.py"
 
 
-def _per_seed(runs: list[dict], fmt, label: str = "seed {}") -> str:
-    return "; ".join(label.format(r["seed"]) + " " + fmt(r) for r in runs)
+def _per_seed(runs: list[dict], fmt) -> str:
+    return "; ".join(f"seed {r['seed']} " + fmt(r) for r in runs)
 
 
 def layernorm(runs: list[dict]) -> None:
