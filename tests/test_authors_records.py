@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "docs" / "authors_check"))
 
 import _record  # noqa: E402
 import record_recurrent  # noqa: E402
+import record_separate  # noqa: E402
 import record_variants  # noqa: E402
 
 PROV = {"versions": "jax 0.10.2", "python": "3.11.7", "device": "cpu", "date": "2026-12-02", "wall_s": 60}
@@ -96,7 +97,7 @@ def test_recurrent_ten_records_only_its_registered_claim(tmp_path, values_file):
 def test_every_id_a_record_script_can_write_is_registered():
     # catches a typo in a claim id in a record script: the report would never show that record
     registered = {c.id for c in CLAIMS}
-    for module in (record_recurrent, record_variants):
+    for module in (record_recurrent, record_separate, record_variants):
         source = inspect.getsource(module)
         written = set(re.findall(r'"(vo-[a-z0-9-]+)"', source)) | {
             f"vo-recurrent{k}-{suffix}" for k in (2, 3)
@@ -108,3 +109,32 @@ def test_wall_time_is_summed_per_seed():
     # a statistic of two runs a seed (1 and 2 heads) reports one wall time a seed, not one a run
     runs = [_run(s, softmax=True, heads=h, provenance={**PROV, "wall_s": 10 * h + s}) for s in (0, 1) for h in (1, 2)]
     assert _record.provenance(runs, "setup", "driver")["wall_s_per_seed"] == [30, 32]
+
+
+def test_five_separate_layers_records_signed_gd_gap_absolute_gdpp_gap_and_cosine(tmp_path, values_file):
+    # catches the GD gap recorded unsigned (the claim's threshold is a sign), the GD++ gap recorded signed (its
+    # statistic is absolute) or the cosine taken against GD instead of GD++
+    runs = [_run(s, layers=5, recurrent=False, steps=50_000, gdpp_steps=30_000, loss_trained=0.05, loss_gdpp=0.06,
+                 loss_rel_gap_trained_vs_gd=-0.4 - s / 10, loss_rel_gap_trained_vs_gdpp=-1 / 6 + s / 100,
+                 cos_sensitivity=0.9, cos_sensitivity_gdpp=0.98) for s in (2, 1)]
+    record_separate.main(_lines(tmp_path, runs))
+    data = json.loads(values_file.read_text())
+    assert set(data) - {"_about"} == {"vo-deep-separate", "vo-deep-separate-gdpp-loss-authors-tuning",
+                                      "vo-deep-separate-gdpp-aligned-authors-tuning"}
+    assert data["vo-deep-separate"]["values"] == pytest.approx([-0.5, -0.6])
+    assert data["vo-deep-separate"]["seeds"] == [1, 2]
+    assert data["vo-deep-separate-gdpp-loss-authors-tuning"]["values"] == pytest.approx([1 / 6 - 0.01, 1 / 6 - 0.02])
+    assert data["vo-deep-separate-gdpp-aligned-authors-tuning"]["values"] == pytest.approx([0.98, 0.98])
+    assert "30000 Adam steps" in data["vo-deep-separate"]["setup"]
+    with pytest.raises(SystemExit, match="five separate"):  # a recurrent stack is another claim's set-up
+        record_separate.main(_lines(tmp_path, [{**runs[0], "recurrent": True}]))
+
+
+def test_layernorm_between_two_separate_layers_is_vo_layernorm_2(tmp_path, values_file):
+    # catches the two-layer LayerNorm run recorded as the one-layer claim (vo-layernorm) or dropped
+    runs = [_run(s, layers=2, recurrent=False, steps=50_000, layernorm=True, loss_trained=0.12,
+                 loss_rel_gap_trained_vs_gd=0.3 + s) for s in (1, 2)]
+    record_variants.main(_lines(tmp_path, runs))
+    data = json.loads(values_file.read_text())
+    assert set(data) - {"_about"} == {"vo-layernorm-2"}
+    assert data["vo-layernorm-2"]["values"] == pytest.approx([1.3, 2.3])

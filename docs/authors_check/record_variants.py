@@ -5,6 +5,8 @@ and the paper's γ come from the claim's registry entry):
     python docs/authors_check/record_variants.py /tmp/ac/k1_ln_s*.json /tmp/ac/k1_sm*_s*.json /tmp/ac/k2_n*_s*.json
 
 - ``--layers 1 --layernorm`` (one layer after their LayerNorm, Fig. 14(a)): ``vo-layernorm``, (L_trained - L_GD) / L_GD;
+- ``--layers 2 --separate --layernorm`` (two layers, their LayerNorm before the second, Fig. 14(b)):
+  ``vo-layernorm-2``, (L_trained - L_GD) / L_GD against two GD steps;
 - ``--layers 1 --softmax --heads 1`` and ``--heads 2`` of the same seeds (Fig. 12): ``vo-softmax-one-head`` (the
   1-head gap to GD), ``vo-softmax-heads`` (2-head gap minus 1-head gap), ``vo-softmax-heads-alignment`` (2-head
   sensitivity cosine with GD minus 1-head);
@@ -43,6 +45,18 @@ def layernorm(runs: list[dict]) -> None:
         + _per_seed(runs, lambda r: f"{r['loss_trained']:.5f} vs {r['loss_gd']:.5f}"))},
         provenance(runs, _SETUP_1.format(what="after their LayerNorm (layer_norm = True)", lr=runs[0]["gd_lr"]),
                    _DRIVER.format(K=1, flags="--layernorm")))
+
+
+def layernorm_2(runs: list[dict]) -> None:
+    write({"vo-layernorm-2": (
+        [r["loss_rel_gap_trained_vs_gd"] for r in runs], [r["seed"] for r in runs],
+        "(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = 2 steps at their scanned η: "
+        + _per_seed(runs, lambda r: f"{r['loss_trained']:.5f} vs {r['loss_gd']:.5f}"))},
+        provenance(runs, f"their constructed_token_setup notebook, two separate LSA layers with their LayerNorm before "
+                         f"the second (layer_norm = True; their separate stack skips the first): {runs[0]['steps']} "
+                         "steps of 2048 fresh tasks, AdamW 1e-3, clip 1e-3; their 10 000 test tasks (PRNGKey(5)); "
+                         f"GD's η from their scan_lrs ({runs[0]['gd_lr']:.3f}); the statistic from the final model",
+                   _DRIVER.format(K=2, flags="--separate --layernorm [--no-gdpp]")))
 
 
 def softmax(one: list[dict], two: list[dict]) -> None:
@@ -92,14 +106,18 @@ def gamma_vs_n(runs: list[dict]) -> None:
 def main(paths: list[str]) -> None:
     runs = load_runs(paths)
     ln = [r for r in runs if r["layers"] == 1 and r.get("layernorm") and not r.get("softmax")]
+    ln2 = [r for r in runs if r["layers"] == 2 and not r["recurrent"] and r.get("layernorm") and not r.get("softmax")
+           and r.get("n_context", 10) == 10]
     sm = {h: [r for r in runs if r["layers"] == 1 and r.get("softmax") and not r.get("layernorm") and r["heads"] == h]
           for h in (1, 2)}
     gamma = [r for r in runs if r["layers"] == 2 and r["recurrent"] and "trained_gamma" in r]
-    used = len(ln) + len(sm[1]) + len(sm[2]) + len(gamma)
+    used = len(ln) + len(ln2) + len(sm[1]) + len(sm[2]) + len(gamma)
     if used != len(runs):
         raise SystemExit(f"{len(runs) - used} of the JSON lines are of none of the set-ups this script records")
     if ln:
         layernorm(ln)
+    if ln2:
+        layernorm_2(ln2)
     if sm[1] and sm[2]:
         softmax(sm[1], sm[2])
     if gamma:
