@@ -138,3 +138,20 @@ def test_layernorm_between_two_separate_layers_is_vo_layernorm_2(tmp_path, value
     data = json.loads(values_file.read_text())
     assert set(data) - {"_about"} == {"vo-layernorm-2"}
     assert data["vo-layernorm-2"]["values"] == pytest.approx([1.3, 2.3])
+
+
+def test_fixed_task_runs_record_their_own_claim_by_set_size(tmp_path, values_file):
+    # catches M = 128 and 2048 crossed, the loss gap recorded instead of the cosine, or a fixed-set run taken for
+    # the fresh-task LayerNorm claim
+    runs = [_run(s, fixed_tasks=m, loss_trained=0.3, loss_rel_gap_trained_vs_gd=0.4,
+                 cos_sensitivity=(0.2 if m == 128 else 0.97) + s / 100) for m in (2048, 128) for s in (0, 1)]
+    runs.append(_run(2, fixed_tasks=2048, layernorm=True, cos_sensitivity=0.5, loss_trained=0.3,
+                     loss_rel_gap_trained_vs_gd=0.4))
+    with pytest.raises(SystemExit, match="1 of the JSON lines"):
+        record_variants.main(_lines(tmp_path, runs))
+    record_variants.main(_lines(tmp_path, runs[:-1]))
+    data = json.loads(values_file.read_text())
+    assert set(data) - {"_about"} == {"vo-fixed-tasks-128-fails", "vo-fixed-tasks-2048-aligned"}
+    assert data["vo-fixed-tasks-128-fails"]["values"] == pytest.approx([0.20, 0.21])
+    assert data["vo-fixed-tasks-2048-aligned"]["values"] == pytest.approx([0.97, 0.98])
+    assert "fixed batch of 2048 tasks" in data["vo-fixed-tasks-2048-aligned"]["setup"]

@@ -55,6 +55,8 @@ p.add_argument("--layernorm", action="store_true", help="their LayerNorm (config
 p.add_argument("--softmax", action="store_true", help="softmax attention (their use_softmax: logits / √key size; App. "
                "A.9, Fig. 12)")
 p.add_argument("--heads", type=int, default=1, help="attention heads (their num_heads), each of key size 11")
+p.add_argument("--fixed-tasks", type=int, default=0, help="M > 0: train on one fixed batch of M tasks (their "
+               "cycle_data = 1 with bs = M: the data key is reset every step; App. A.12, Fig. 16); 0: fresh tasks")
 p.add_argument("--n-ood", type=int, default=2000, help="tasks per OOD point at icl-gd's sweep points")
 p.add_argument("--out", default=None, help="also write the JSON line to this file")
 p.add_argument("--gdpp-cache", default=None, help="directory keeping GD++ as pre_train_gd_hps tunes it per set-up, "
@@ -86,7 +88,11 @@ config.dataset_size = args.n_context
 config.layer_norm, config.use_softmax, config.num_heads = args.layernorm, args.softmax, args.heads
 # A variant (App. A.9) is compared with GD alone: the linear single layer's extras (interpolation, controls, roll-out)
 # and the (η, γ) read-off assume one linear head.
-variant = args.layernorm or args.softmax or args.heads != 1
+variant = args.layernorm or args.softmax or args.heads != 1 or args.fixed_tasks > 0
+if args.fixed_tasks < 0:
+    p.error(f"--fixed-tasks must be 0 or a positive task count, got {args.fixed_tasks}")
+if args.fixed_tasks:
+    config.cycle_data, config.bs = 1, args.fixed_tasks
 config.training_steps = args.steps if args.steps is not None else (5000 if recurrent else 50_000)
 config.training_steps_gd = args.gd_steps if args.gd_steps is not None else (1000 if recurrent else 30_000)
 d, N = config.input_size, config.dataset_size
@@ -178,7 +184,10 @@ eval_data = make(eval_rng, 10000)
 loss_gd = test_loss(params_gd, True, eval_data)
 loss_gdpp = test_loss(params_gdpp, True, eval_data) if params_gdpp is not None else math.nan
 start = time.time()
+original_data_rng = data_rng
 for step in range(config.training_steps):
+    if config.cycle_data > 0 and step % config.cycle_data == 0:  # their Training cell: a fixed cycle of batches
+        data_rng = original_data_rng
     if step % 500 == 0:
         print(f"seed {args.seed} step {step} loss {test_loss(train_state.params, False, eval_data):.5f} "
               f"GD {loss_gd:.5f} GD++ {loss_gdpp:.5f} ({time.time() - start:.0f} s)", flush=True)
@@ -243,7 +252,7 @@ def layer_params_of(params):
 
 
 out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.training_steps, "n_context": N,
-       "layernorm": args.layernorm, "softmax": args.softmax, "heads": args.heads,
+       "layernorm": args.layernorm, "softmax": args.softmax, "heads": args.heads, "fixed_tasks": args.fixed_tasks,
        "gd_lr": float(lr_min), "loss_trained": loss_trained, "loss_gd": loss_gd,
        "loss_rel_gap_trained_vs_gd": (loss_trained - loss_gd) / loss_gd,
        **{k: v for k, v in alignment(params_gd).items()},

@@ -7,6 +7,9 @@ and the paper's γ come from the claim's registry entry):
 - ``--layers 1 --layernorm`` (one layer after their LayerNorm, Fig. 14(a)): ``vo-layernorm``, (L_trained - L_GD) / L_GD;
 - ``--layers 2 --separate --layernorm`` (two layers, their LayerNorm before the second, Fig. 14(b)):
   ``vo-layernorm-2``, (L_trained - L_GD) / L_GD against two GD steps;
+- ``--layers 1 --fixed-tasks M`` for M = 128 and 2048 (one fixed batch of M tasks, App. A.12, Fig. 16):
+  ``vo-fixed-tasks-128-fails`` and ``vo-fixed-tasks-2048-aligned``, the sensitivity cosine with one GD step on their
+  fresh test tasks;
 - ``--layers 1 --softmax --heads 1`` and ``--heads 2`` of the same seeds (Fig. 12): ``vo-softmax-one-head`` (the
   1-head gap to GD), ``vo-softmax-heads`` (2-head gap minus 1-head gap), ``vo-softmax-heads-alignment`` (2-head
   sensitivity cosine with GD minus 1-head);
@@ -59,6 +62,25 @@ def layernorm_2(runs: list[dict]) -> None:
                    _DRIVER.format(K=2, flags="--separate --layernorm [--no-gdpp]")))
 
 
+FIXED_TASK_CLAIMS = {128: "vo-fixed-tasks-128-fails", 2048: "vo-fixed-tasks-2048-aligned"}
+
+
+def fixed_tasks(runs: list[dict]) -> None:
+    for m, claim_id in FIXED_TASK_CLAIMS.items():
+        mine = [r for r in runs if r["fixed_tasks"] == m]
+        if not mine:
+            continue
+        write({claim_id: (
+            [r["cos_sensitivity"] for r in mine], [r["seed"] for r in mine],
+            "mean cosine of ∂ŷ/∂x_q, trained vs one GD step, on their 10 000 fresh test tasks (their analyse()): "
+            + _per_seed(mine, lambda r: f"{r['cos_sensitivity']:.5f} (loss {r['loss_trained']:.5f} vs GD "
+                                        f"{r['loss_gd']:.5f})"))},
+            provenance(mine, _SETUP_1.format(what=f"trained on one fixed batch of {m} tasks (cycle_data = 1, bs = {m}: "
+                                                  "their data key reset every step)", lr=mine[0]["gd_lr"])
+                       .replace("5000 steps of 2048 fresh tasks", f"{mine[0]['steps']} full-batch steps"),
+                       _DRIVER.format(K=1, flags=f"--fixed-tasks {m}")))
+
+
 def softmax(one: list[dict], two: list[dict]) -> None:
     pairs = {r["seed"]: r for r in one}
     pairs = [(pairs[r["seed"]], r) for r in two if r["seed"] in pairs]
@@ -104,16 +126,21 @@ def gamma_vs_n(runs: list[dict]) -> None:
 
 
 def main(paths: list[str]) -> None:
-    runs = load_runs(paths)
+    every = load_runs(paths)
+    fixed = [r for r in every if r["layers"] == 1 and r.get("fixed_tasks", 0) in FIXED_TASK_CLAIMS
+             and not r.get("layernorm") and not r.get("softmax") and r["heads"] == 1]
+    runs = [r for r in every if not r.get("fixed_tasks")]  # the other set-ups train on fresh tasks
     ln = [r for r in runs if r["layers"] == 1 and r.get("layernorm") and not r.get("softmax")]
     ln2 = [r for r in runs if r["layers"] == 2 and not r["recurrent"] and r.get("layernorm") and not r.get("softmax")
            and r.get("n_context", 10) == 10]
     sm = {h: [r for r in runs if r["layers"] == 1 and r.get("softmax") and not r.get("layernorm") and r["heads"] == h]
           for h in (1, 2)}
     gamma = [r for r in runs if r["layers"] == 2 and r["recurrent"] and "trained_gamma" in r]
-    used = len(ln) + len(ln2) + len(sm[1]) + len(sm[2]) + len(gamma)
-    if used != len(runs):
-        raise SystemExit(f"{len(runs) - used} of the JSON lines are of none of the set-ups this script records")
+    used = len(fixed) + len(ln) + len(ln2) + len(sm[1]) + len(sm[2]) + len(gamma)
+    if used != len(every):
+        raise SystemExit(f"{len(every) - used} of the JSON lines are of none of the set-ups this script records")
+    if fixed:
+        fixed_tasks(fixed)
     if ln:
         layernorm(ln)
     if ln2:
