@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "authors_check"))
 
 import _record  # noqa: E402
+import record_ood_laws  # noqa: E402
 import record_recurrent  # noqa: E402
 import record_separate  # noqa: E402
 import record_variants  # noqa: E402
@@ -97,7 +98,7 @@ def test_recurrent_ten_records_only_its_registered_claim(tmp_path, values_file):
 def test_every_id_a_record_script_can_write_is_registered():
     # catches a typo in a claim id in a record script: the report would never show that record
     registered = {c.id for c in CLAIMS}
-    for module in (record_recurrent, record_separate, record_variants):
+    for module in (record_ood_laws, record_recurrent, record_separate, record_variants):
         source = inspect.getsource(module)
         written = set(re.findall(r'"(vo-[a-z0-9-]+)"', source)) | {
             f"vo-recurrent{k}-{suffix}" for k in (2, 3)
@@ -155,3 +156,18 @@ def test_fixed_task_runs_record_their_own_claim_by_set_size(tmp_path, values_fil
     assert data["vo-fixed-tasks-128-fails"]["values"] == pytest.approx([0.20, 0.21])
     assert data["vo-fixed-tasks-2048-aligned"]["values"] == pytest.approx([0.97, 0.98])
     assert "fixed batch of 2048 tasks" in data["vo-fixed-tasks-2048-aligned"]["setup"]
+
+
+def test_unseen_laws_one_layer_against_gd_two_recurrent_layers_against_gdpp(tmp_path, values_file):
+    # catches the two-layer claim recorded against GD instead of GD++ (or the one-layer claim against GD++), and a
+    # variant run (LayerNorm) taken for the linear layer
+    laws = dict(ood_gap_laws_gd_their_grid=0.0, ood_gap_laws_gdpp_their_grid=0.0)
+    runs = [_run(s, layers=1, ood_gap_laws_gd=0.01 + s / 100, **laws) for s in (0, 1)]
+    runs += [_run(s, layers=2, gdpp_steps=1000, ood_gap_laws_gd=0.5, ood_gap_laws_gdpp=0.2 + s / 10, **laws)
+             for s in (0, 1)]
+    record_ood_laws.main(_lines(tmp_path, runs))
+    data = json.loads(values_file.read_text())
+    assert data["vo-ood-unseen-laws"]["values"] == pytest.approx([0.01, 0.02])
+    assert data["vo-recurrent2-ood-unseen-laws-gdpp"]["values"] == pytest.approx([0.2, 0.3])
+    with pytest.raises(SystemExit, match="one linear layer"):
+        record_ood_laws.main(_lines(tmp_path, [_run(0, layernorm=True, ood_gap_laws_gd=0.1, **laws)]))

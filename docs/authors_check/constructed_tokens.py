@@ -224,6 +224,24 @@ def ood_gap_their_grid(reference):
     return float(max(jnp.max(jnp.abs(ir_t - ir_ref) / ir_ref), jnp.max(jnp.abs(ws_t - ws_ref) / ws_ref)))
 
 
+def ood_gap_laws(reference, n_tasks):
+    """icl-gd's OodGap over its input_law_mixture sweep: their create_ood_data (each task's inputs exponential,
+    normal or Laplace, divided by the context's Frobenius norm, times α) at α = 0.5, 1, 2, 3, 4, 5, by their
+    compute_other_d_loss on ``n_tasks`` tasks."""
+    gaps = []
+    for alpha in (0.5, 1.0, 2.0, 3.0, 4.0, 5.0):
+        mine = float(T.compute_other_d_loss(alpha, config.weight_scale, eval_rng, params, False, n_tasks))
+        ref = float(T.compute_other_d_loss(alpha, config.weight_scale, eval_rng, reference, True, n_tasks))
+        gaps.append(abs(mine - ref) / ref)
+    return max(gaps)
+
+
+def ood_gap_laws_their_grid(reference):
+    """The same on their ood_other_d's input-scale grid (0.5 .. 5 by 0.05, 500 tasks, Fig. 6's right columns)."""
+    ir_t, _, ir_ref, _, _ = T.ood_other_d(train_state, eval_rng, reference)
+    return float(jnp.max(jnp.abs(ir_t - ir_ref) / ir_ref))
+
+
 print(f"final evaluation ({time.time() - started:.0f} s so far)", flush=True)
 
 
@@ -259,12 +277,18 @@ out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.t
        "ood_gap_gd": ood_gap(params_gd, args.n_ood), "ood_gap_gd_their_grid": ood_gap_their_grid(params_gd)}
 if recurrent and not variant:
     out["trained_eta"], out["trained_gamma"] = read_off(params)
+if not variant:  # App. A.2, Fig. 6 (right columns): input laws never seen in training
+    out.update({"ood_gap_laws_gd": ood_gap_laws(params_gd, args.n_ood),
+                "ood_gap_laws_gd_their_grid": ood_gap_laws_their_grid(params_gd)})
 if K > 1 and not args.no_gdpp:
     vs_gdpp = alignment(params_gdpp)
     out.update({"gdpp_steps": config.training_steps_gd, "gdpp_from_cache": gdpp_cached, "loss_gdpp": loss_gdpp,
                 "loss_rel_gap_trained_vs_gdpp": (loss_trained - loss_gdpp) / loss_gdpp,
                 **{f"{k}_gdpp": v for k, v in vs_gdpp.items()},
                 "ood_gap_gdpp": ood_gap(params_gdpp, args.n_ood), "ood_gap_gdpp_their_grid": ood_gap_their_grid(params_gdpp)})
+    if not variant:
+        out.update({"ood_gap_laws_gdpp": ood_gap_laws(params_gdpp, args.n_ood),
+                    "ood_gap_laws_gdpp_their_grid": ood_gap_laws_their_grid(params_gdpp)})
 elif not variant:
     # Interpolation: their notebook cell's averaging of the gauge-fixed products (see the module docstring).
     prefix = "Transformer_gd/multi_head_attention/"
