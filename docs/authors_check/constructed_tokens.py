@@ -8,8 +8,11 @@ with the definitions of icl-gd's statistics (``icl_gd/platform/claims/statistics
     python docs/authors_check/constructed_tokens.py --authors-dir PATH --layers 1 --seed 0 --out seed0.json
 
 Their notebook's other parameters: ``--layernorm``, ``--softmax``, ``--heads H`` (App. A.9; such a variant is compared
-with GD alone) and ``--n-context N`` (their ``dataset_size``; App. A.10: a recurrent stack's trained (η, γ) is read
-off its layer as icl-gd reads it, ``trained_eta`` / ``trained_gamma``).
+with GD alone) , ``--n-context N`` (their ``dataset_size``; App. A.10: a recurrent stack's trained (η, γ) is read
+off its layer as icl-gd reads it, ``trained_eta`` / ``trained_gamma``) and ``--fixed-tasks M`` (their ``cycle_data``
+= 1 with ``bs`` = M: one fixed batch, App. A.12). ``--separate`` stacks K untied layers (their 50 000 training and
+30 000 GD++ steps): ``--gdpp-cache`` / ``--tune-only`` tune GD++ once for every seed, beside a seed's training.
+Every linear run also scores App. A.2's unseen input laws (their ``create_ood_data``, ``ood_gap_laws_*``).
 
 What is theirs and what is ours here:
 - theirs (called, not copied): data (``create_reg_data``), model, training step, ``scan_lrs`` (GD's η on a 0.1 grid,
