@@ -8,7 +8,7 @@ with the definitions of icl-gd's statistics (``icl_gd/platform/claims/statistics
     python docs/authors_check/constructed_tokens.py --authors-dir PATH --layers 1 --seed 0 --out seed0.json
 
 Their notebook's other parameters: ``--layernorm``, ``--softmax``, ``--heads H`` (App. A.9; such a variant is compared
-with GD alone) , ``--n-context N`` (their ``dataset_size``; App. A.10: a recurrent stack's trained (η, γ) is read
+with GD alone), ``--n-context N`` (their ``dataset_size``; App. A.10: a recurrent stack's trained (η, γ) is read
 off its layer as icl-gd reads it, ``trained_eta`` / ``trained_gamma``) and ``--fixed-tasks M`` (their ``cycle_data``
 = 1 with ``bs`` = M: one fixed batch, App. A.12). ``--separate`` stacks K untied layers (their 50 000 training and
 30 000 GD++ steps): ``--gdpp-cache`` / ``--tune-only`` tune GD++ once for every seed, beside a seed's training.
