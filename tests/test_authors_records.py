@@ -171,3 +171,12 @@ def test_unseen_laws_one_layer_against_gd_two_recurrent_layers_against_gdpp(tmp_
     assert data["vo-recurrent2-ood-unseen-laws-gdpp"]["values"] == pytest.approx([0.2, 0.3])
     with pytest.raises(SystemExit, match="one linear layer"):
         record_ood_laws.main(_lines(tmp_path, [_run(0, layernorm=True, ood_gap_laws_gd=0.1, **laws)]))
+
+
+def test_a_run_with_gd_eta_set_by_hand_is_not_recorded(tmp_path, values_file):
+    # catches a --gd-eta diagnosis (GD's η not their scan's) recorded as their code's value
+    runs = [_run(s, layers=1, ood_gap_laws_gd=0.01, ood_gap_laws_gd_their_grid=0.0, gd_lr_scanned=s != 1)
+            for s in (0, 1)]
+    with pytest.raises(SystemExit, match="diagnosis"):
+        record_ood_laws.main(_lines(tmp_path, runs))
+    assert "vo-ood-unseen-laws" not in json.loads(values_file.read_text())

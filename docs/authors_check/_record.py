@@ -13,8 +13,12 @@ COMMIT = "3d5547ca48b60ecac459834e2c05c9ff5df87991"  # the snapshot the README n
 
 
 def load_runs(paths: list[str]) -> list[dict]:
-    """The drivers' JSON lines, in seed order."""
-    return sorted((json.loads(Path(p).read_text()) for p in paths), key=lambda r: (r["seed"], r.get("n_context", 10)))
+    """The drivers' JSON lines, in seed order; a run with GD's η set by hand (``--gd-eta``) is a diagnosis, not their
+    set-up, and is refused."""
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    if any(r.get("gd_lr_scanned") is False for r in runs):
+        raise SystemExit("a run with --gd-eta is a diagnosis, not their set-up: it is not recorded")
+    return sorted(runs, key=lambda r: (r["seed"], r.get("n_context", 10)))
 
 
 def provenance(runs: list[dict], setup: str, driver: str) -> dict:

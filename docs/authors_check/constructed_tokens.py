@@ -60,6 +60,8 @@ p.add_argument("--softmax", action="store_true", help="softmax attention (their 
 p.add_argument("--heads", type=int, default=1, help="attention heads (their num_heads), each of key size 11")
 p.add_argument("--fixed-tasks", type=int, default=0, help="M > 0: train on one fixed batch of M tasks (their "
                "cycle_data = 1 with bs = M: the data key is reset every step; App. A.12, Fig. 16); 0: fresh tasks")
+p.add_argument("--gd-eta", type=float, default=None, help="GD's η instead of their scan's (a diagnosis, e.g. icl-gd's "
+               "6.039 for one layer: how much of a gap is the reference's η; not a record of their set-up)")
 p.add_argument("--n-ood", type=int, default=2000, help="tasks per OOD point at icl-gd's sweep points")
 p.add_argument("--out", default=None, help="also write the JSON line to this file")
 p.add_argument("--gdpp-cache", default=None, help="directory keeping GD++ as pre_train_gd_hps tunes it per set-up, "
@@ -164,7 +166,7 @@ def tuned_gdpp(lr_diag):
     return params, key, False
 
 
-lr_min = scanned_lr(False)
+lr_min = scanned_lr(False) if args.gd_eta is None else args.gd_eta
 params_gd = gd_weights(lr_min)
 params_gdpp, gdpp_cached = None, False
 if K > 1 and not args.no_gdpp:
@@ -274,7 +276,7 @@ def layer_params_of(params):
 
 out = {"layers": K, "recurrent": recurrent, "seed": args.seed, "steps": config.training_steps, "n_context": N,
        "layernorm": args.layernorm, "softmax": args.softmax, "heads": args.heads, "fixed_tasks": args.fixed_tasks,
-       "gd_lr": float(lr_min), "loss_trained": loss_trained, "loss_gd": loss_gd,
+       "gd_lr": float(lr_min), "gd_lr_scanned": args.gd_eta is None, "loss_trained": loss_trained, "loss_gd": loss_gd,
        "loss_rel_gap_trained_vs_gd": (loss_trained - loss_gd) / loss_gd,
        **{k: v for k, v in alignment(params_gd).items()},
        "ood_gap_gd": ood_gap(params_gd, args.n_ood), "ood_gap_gd_their_grid": ood_gap_their_grid(params_gd)}
