@@ -21,6 +21,23 @@ def load_runs(paths: list[str]) -> list[dict]:
     return sorted(runs, key=lambda r: (r["seed"], r.get("n_context", 10)))
 
 
+def per_seed(runs: list[dict], fmt: str, *keys: str) -> str:
+    """"seed S <fields>; ..." for a record's ``measured`` text, ``fmt`` formatting ``keys`` of each run."""
+    return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
+
+
+def gdpp_records(runs: list[dict], loss_id: str, aligned_id: str) -> dict[str, tuple[list[float], str]]:
+    """A stack against GD++ as their ``pre_train_gd_hps`` tunes it: ``loss_id`` |L_trained - L_GD++| / L_GD++ and
+    ``aligned_id`` the sensitivity cosine with it (claim id -> (per-seed values, what was measured))."""
+    tuning = f"GD++ by their pre_train_gd_hps (Adam, {runs[0]['gdpp_steps']} steps of 512 from the grid-scanned start)"
+    return {
+        loss_id: ([abs(r["loss_rel_gap_trained_vs_gdpp"]) for r in runs], f"|L_trained - L_GD++| / L_GD++, {tuning}: "
+                  + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gdpp")),
+        aligned_id: ([r["cos_sensitivity_gdpp"] for r in runs], f"mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their "
+                     f"analyse(); {tuning}): " + per_seed(runs, "{:.5f}", "cos_sensitivity_gdpp")),
+    }
+
+
 def provenance(runs: list[dict], setup: str, driver: str) -> dict:
     """The fields every record of ``runs`` shares: set-up, driver, their commit, library versions, date, wall time
     (summed over a seed's runs where a statistic takes several, e.g. one per head count)."""

@@ -13,46 +13,35 @@ from __future__ import annotations
 
 import sys
 
-from _record import load_runs, provenance, write
+from _record import gdpp_records, load_runs, per_seed, provenance, write
 
 
 def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     """Claim id -> (per-seed values, what was measured) for the recurrent depth K of ``runs``."""
     K = runs[0]["layers"]
-
-    def per_seed(fmt: str, *keys: str) -> str:
-        return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
-
     if K == 10:  # the registered K = 10 claim: alignment with GD++ as their code tunes it (Fig. 7)
         return {"vo-recurrent10-gdpp-aligned-authors-tuning": (
             [r["cos_sensitivity_gdpp"] for r in runs],
             "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse(); GD++ by their pre_train_gd_hps, 1000 Adam "
-            "steps of 512 from the grid-scanned start): " + per_seed("{:.5f}", "cos_sensitivity_gdpp"))}
+            "steps of 512 from the grid-scanned start): " + per_seed(runs, "{:.5f}", "cos_sensitivity_gdpp"))}
     out = {
         f"vo-recurrent{K}-beats-gd": (
             [r["loss_rel_gap_trained_vs_gd"] for r in runs],
             f"(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = {K} steps at their scanned η: "
-            + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
+            + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
         f"vo-recurrent{K}-gdpp": (
             [r["cos_sensitivity_gdpp"] - r["cos_sensitivity"] for r in runs],
             "cos ∂ŷ/∂x_q vs GD++ minus vs GD (their analyse(); GD++ by their pre_train_gd_hps): "
-            + per_seed("{:.5f} - {:.5f}", "cos_sensitivity_gdpp", "cos_sensitivity")),
+            + per_seed(runs, "{:.5f} - {:.5f}", "cos_sensitivity_gdpp", "cos_sensitivity")),
     }
     if K == 2:
         out.update({
-            "vo-recurrent2-gdpp-loss-authors-tuning": (
-                [abs(r["loss_rel_gap_trained_vs_gdpp"]) for r in runs],
-                "|L_trained - L_GD++| / L_GD++, GD++ by their pre_train_gd_hps (Adam, 1000 steps of 512 from the "
-                "grid-scanned start): " + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gdpp")),
-            "vo-recurrent2-gdpp-aligned": (
-                [r["cos_sensitivity_gdpp"] for r in runs],
-                "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse()): "
-                + per_seed("{:.5f}", "cos_sensitivity_gdpp")),
+            **gdpp_records(runs, "vo-recurrent2-gdpp-loss-authors-tuning", "vo-recurrent2-gdpp-aligned"),
             "vo-recurrent2-ood-gdpp": (
                 [r["ood_gap_gdpp"] for r in runs],
                 "largest |L_trained - L_GD++| / L_GD++ at icl-gd's points (input scale 0.5..2 by 0.25, weight scale "
                 "0.5, 1..5), 2000 tasks each, their compute_ood_loss; on their notebook's grid (1000 tasks, 97 "
-                "points): " + per_seed("{:.4f}", "ood_gap_gdpp_their_grid")),
+                "points): " + per_seed(runs, "{:.4f}", "ood_gap_gdpp_their_grid")),
         })
     return out
 

@@ -14,28 +14,17 @@ from __future__ import annotations
 
 import sys
 
-from _record import load_runs, provenance, write
+from _record import gdpp_records, load_runs, per_seed, provenance, write
 
 
 def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     """Claim id -> (per-seed values, what was measured)."""
-
-    def per_seed(fmt: str, *keys: str) -> str:
-        return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
-
     return {
         "vo-deep-separate": (
             [r["loss_rel_gap_trained_vs_gd"] for r in runs],
             "(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = 5 steps at their scanned η: "
-            + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
-        "vo-deep-separate-gdpp-loss-authors-tuning": (
-            [abs(r["loss_rel_gap_trained_vs_gdpp"]) for r in runs],
-            "|L_trained - L_GD++| / L_GD++, GD++ by their pre_train_gd_hps (Adam, 30 000 steps of 512 from the "
-            "grid-scanned start): " + per_seed("{:.5f} vs {:.5f}", "loss_trained", "loss_gdpp")),
-        "vo-deep-separate-gdpp-aligned-authors-tuning": (
-            [r["cos_sensitivity_gdpp"] for r in runs],
-            "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse(); GD++ by their pre_train_gd_hps): "
-            + per_seed("{:.5f}", "cos_sensitivity_gdpp")),
+            + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
+        **gdpp_records(runs, "vo-deep-separate-gdpp-loss-authors-tuning", "vo-deep-separate-gdpp-aligned-authors-tuning"),
     }
 
 
