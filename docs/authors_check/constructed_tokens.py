@@ -77,6 +77,10 @@ p.add_argument("--no-gdpp", action="store_true", help="skip GD++ (a variant's cl
 args = p.parse_args()
 if args.tune_only and not args.gdpp_cache:
     p.error("--tune-only writes into --gdpp-cache: give one")
+if args.gd_eta is not None and not (math.isfinite(args.gd_eta) and args.gd_eta > 0):
+    p.error(f"--gd-eta must be a positive step size, got {args.gd_eta}")
+if args.fixed_tasks < 0:
+    p.error(f"--fixed-tasks must be 0 or a positive task count, got {args.fixed_tasks}")
 if args.no_gdpp and (args.seed == 0 or args.tune_only):
     p.error("--no-gdpp: seed 0's training data continue from GD++'s tuning in their notebook; use another seed")
 config, T = import_authors(args.authors_dir)
@@ -94,8 +98,6 @@ config.layer_norm, config.use_softmax, config.num_heads = args.layernorm, args.s
 # A variant (App. A.9) is compared with GD alone: the linear single layer's extras (interpolation, controls, roll-out)
 # and the (η, γ) read-off assume one linear head.
 variant = args.layernorm or args.softmax or args.heads != 1 or args.fixed_tasks > 0
-if args.fixed_tasks < 0:
-    p.error(f"--fixed-tasks must be 0 or a positive task count, got {args.fixed_tasks}")
 if args.fixed_tasks:
     config.cycle_data, config.bs = 1, args.fixed_tasks
 config.training_steps = args.steps if args.steps is not None else (5000 if recurrent else 50_000)
