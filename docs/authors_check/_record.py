@@ -26,6 +26,13 @@ def per_seed(runs: list[dict], fmt: str, *keys: str) -> str:
     return "; ".join(f"seed {r['seed']} " + fmt.format(*[r[k] for k in keys]) for r in runs)
 
 
+def gap_to_gd(runs: list[dict], gd: str = "") -> tuple[list[float], str]:
+    """(per-seed (L_trained - L_GD) / L_GD, what was measured); ``gd`` says which GD, e.g. ", GD = 2 steps at their
+    scanned η"."""
+    return ([r["loss_rel_gap_trained_vs_gd"] for r in runs], f"(L_trained - L_GD) / L_GD on their 10 000 test tasks{gd}: "
+            + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gd"))
+
+
 def gdpp_records(runs: list[dict], loss_id: str, aligned_id: str) -> dict[str, tuple[list[float], str]]:
     """A stack against GD++ as their ``pre_train_gd_hps`` tunes it: ``loss_id`` |L_trained - L_GD++| / L_GD++ and
     ``aligned_id`` the sensitivity cosine with it (claim id -> (per-seed values, what was measured))."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from _record import gdpp_records, load_runs, per_seed, provenance, write
+from _record import gap_to_gd, gdpp_records, load_runs, per_seed, provenance, write
 
 
 def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
@@ -25,10 +25,7 @@ def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
             "mean cosine of ∂ŷ/∂x_q, trained vs GD++ (their analyse(); GD++ by their pre_train_gd_hps, 1000 Adam "
             "steps of 512 from the grid-scanned start): " + per_seed(runs, "{:.5f}", "cos_sensitivity_gdpp"))}
     out = {
-        f"vo-recurrent{K}-beats-gd": (
-            [r["loss_rel_gap_trained_vs_gd"] for r in runs],
-            f"(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = {K} steps at their scanned η: "
-            + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
+        f"vo-recurrent{K}-beats-gd": gap_to_gd(runs, f", GD = {K} steps at their scanned η"),
         f"vo-recurrent{K}-gdpp": (
             [r["cos_sensitivity_gdpp"] - r["cos_sensitivity"] for r in runs],
             "cos ∂ŷ/∂x_q vs GD++ minus vs GD (their analyse(); GD++ by their pre_train_gd_hps): "

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import sys
 
-from _record import gdpp_records, load_runs, per_seed, provenance, write
+from _record import gap_to_gd, gdpp_records, load_runs, provenance, write
 
 
 def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     """Claim id -> (per-seed values, what was measured)."""
     return {
-        "vo-deep-separate": (
-            [r["loss_rel_gap_trained_vs_gd"] for r in runs],
-            "(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = 5 steps at their scanned η: "
-            + per_seed(runs, "{:.5f} vs {:.5f}", "loss_trained", "loss_gd")),
+        "vo-deep-separate": gap_to_gd(runs, ", GD = 5 steps at their scanned η"),
         **gdpp_records(runs, "vo-deep-separate-gdpp-loss-authors-tuning", "vo-deep-separate-gdpp-aligned-authors-tuning"),
     }
 

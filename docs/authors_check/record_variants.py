@@ -25,14 +25,15 @@ from __future__ import annotations
 import sys
 from collections import defaultdict
 
-from _record import load_runs, provenance, write
+from _record import gap_to_gd, load_runs, provenance, write
 from icl_gd.platform.claims import CLAIMS
 
 # App. A.10's γ for N = 10, 25, 50, 100, as the claim states them (its statistic's expected values, one per plan)
 PAPER_GAMMA = dict(zip((10, 25, 50, 100), next(c for c in CLAIMS if c.id == "vo-gamma-vs-n").statistic.expected))
-_SETUP_1 = ("their constructed_token_setup notebook, one layer (their deq = True) {what}: 5000 steps of 2048 fresh "
-            "tasks, AdamW 1e-3, clip 1e-3; their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs ({lr:.3f}); "
+_SETUP_1 = ("their constructed_token_setup notebook, one layer (their deq = True) {what}: {training}, AdamW 1e-3, "
+            "clip 1e-3; their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs ({lr:.3f}); "
             "the statistic from the final model")
+_FRESH = "5000 steps of 2048 fresh tasks"
 _DRIVER = "docs/authors_check/constructed_tokens.py --layers {K} {flags} --seed S --scan-cache C --out F; " \
           "docs/authors_check/record_variants.py"
 
@@ -41,25 +42,22 @@ def _per_seed(runs: list[dict], fmt) -> str:
     return "; ".join(f"seed {r['seed']} " + fmt(r) for r in runs)
 
 
+def _record_gap(claim_id: str, runs: list[dict], gd: str, setup: str, flags: str, K: int) -> None:
+    values, measured = gap_to_gd(runs, gd)
+    write({claim_id: (values, [r["seed"] for r in runs], measured)}, provenance(runs, setup, _DRIVER.format(K=K, flags=flags)))
+
+
 def layernorm(runs: list[dict]) -> None:
-    write({"vo-layernorm": (
-        [r["loss_rel_gap_trained_vs_gd"] for r in runs], [r["seed"] for r in runs],
-        "(L_trained - L_GD) / L_GD on their 10 000 test tasks: "
-        + _per_seed(runs, lambda r: f"{r['loss_trained']:.5f} vs {r['loss_gd']:.5f}"))},
-        provenance(runs, _SETUP_1.format(what="after their LayerNorm (layer_norm = True)", lr=runs[0]["gd_lr"]),
-                   _DRIVER.format(K=1, flags="--layernorm")))
+    _record_gap("vo-layernorm", runs, "", _SETUP_1.format(what="after their LayerNorm (layer_norm = True)",
+                                                          training=_FRESH, lr=runs[0]["gd_lr"]), "--layernorm", K=1)
 
 
 def layernorm_2(runs: list[dict]) -> None:
-    write({"vo-layernorm-2": (
-        [r["loss_rel_gap_trained_vs_gd"] for r in runs], [r["seed"] for r in runs],
-        "(L_trained - L_GD) / L_GD on their 10 000 test tasks, GD = 2 steps at their scanned η: "
-        + _per_seed(runs, lambda r: f"{r['loss_trained']:.5f} vs {r['loss_gd']:.5f}"))},
-        provenance(runs, f"their constructed_token_setup notebook, two separate LSA layers with their LayerNorm before "
-                         f"the second (layer_norm = True; their separate stack skips the first): {runs[0]['steps']} "
-                         "steps of 2048 fresh tasks, AdamW 1e-3, clip 1e-3; their 10 000 test tasks (PRNGKey(5)); "
-                         f"GD's η from their scan_lrs ({runs[0]['gd_lr']:.3f}); the statistic from the final model",
-                   _DRIVER.format(K=2, flags="--separate --layernorm [--no-gdpp]")))
+    _record_gap("vo-layernorm-2", runs, ", GD = 2 steps at their scanned η",
+                "their constructed_token_setup notebook, two separate LSA layers with their LayerNorm before the second "
+                f"(layer_norm = True; their separate stack skips the first): {runs[0]['steps']} steps of 2048 fresh "
+                "tasks, AdamW 1e-3, clip 1e-3; their 10 000 test tasks (PRNGKey(5)); GD's η from their scan_lrs "
+                f"({runs[0]['gd_lr']:.3f}); the statistic from the final model", "--separate --layernorm [--no-gdpp]", K=2)
 
 
 FIXED_TASK_CLAIMS = {128: "vo-fixed-tasks-128-fails", 2048: "vo-fixed-tasks-2048-aligned"}
@@ -76,8 +74,8 @@ def fixed_tasks(runs: list[dict]) -> None:
             + _per_seed(mine, lambda r: f"{r['cos_sensitivity']:.5f} (loss {r['loss_trained']:.5f} vs GD "
                                         f"{r['loss_gd']:.5f})"))},
             provenance(mine, _SETUP_1.format(what=f"trained on one fixed batch of {m} tasks (cycle_data = 1, bs = {m}: "
-                                                  "their data key reset every step)", lr=mine[0]["gd_lr"])
-                       .replace("5000 steps of 2048 fresh tasks", f"{mine[0]['steps']} full-batch steps"),
+                                                  "their data key reset every step)",
+                                             training=f"{mine[0]['steps']} full-batch steps", lr=mine[0]["gd_lr"]),
                        _DRIVER.format(K=1, flags=f"--fixed-tasks {m}")))
 
 
@@ -98,6 +96,7 @@ def softmax(one: list[dict], two: list[dict]) -> None:
                                        "cos sensitivity vs GD with 2 heads minus with 1 (their analyse()): " + both),
     }, provenance([a for a, _ in pairs] + [b for _, b in pairs],
                   _SETUP_1.format(what="of softmax attention (use_softmax = True: logits / √key size), 1 and 2 heads",
+                                  training=_FRESH,
                                   lr=pairs[0][0]["gd_lr"]),
                   _DRIVER.format(K=1, flags="--softmax --heads H")))
 
