@@ -258,7 +258,12 @@ def reproduce(
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
     update_readme: Optional[Path] = typer.Option(None, "--update-readme", help="Also write the claims table "
-                                                 "between the claims-table markers of this README."),
+                                                 "between the claims-table markers of this README, and its "
+                                                 "per-seed values to docs/claims-table.json beside it."),
+    rejudge: Optional[Path] = typer.Option(None, "--rejudge", help="Run nothing: decide the verdicts again from "
+                                           "this claims.json of an earlier reproduce (e.g. docs/claims-table.json), "
+                                           "against today's records of the authors' code; with --out and / or "
+                                           "--update-readme."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
     from icl_gd.constructions.verify import all_checks
@@ -269,7 +274,7 @@ def reproduce(
         code = run_reproduce(registry=REGISTRY, checks=all_checks, out=out, quick=quick, only=only, backend=backend,
                              workers=workers, address=address, device=device, threads=threads, progress=progress,
                              plan_only=plan_only, list_claims=list_claims,
-                             echo=typer.echo, update_readme_path=update_readme)
+                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

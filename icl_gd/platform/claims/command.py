@@ -12,7 +12,9 @@ from pathlib import Path
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
 from icl_gd.core.timing import measured_cpu_s, measured_wall_s
-from icl_gd.platform.claims.report import ReportHeader, readme_block, update_readme, write_report
+from icl_gd.core.results import write_json
+from icl_gd.platform.claims.report import (ReportHeader, claims_json, claims_summary, readme_block, readme_claims_json,
+                                           update_readme, write_report)
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
 
@@ -118,8 +120,13 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                   backend: str, workers: int | None, address: str | None, device: str, progress: bool,
                   plan_only: bool, list_claims: bool,
                   echo: Callable[[str], None], update_readme_path: Path | None = None,
-                  threads: int | None = None) -> int:
+                  threads: int | None = None, rejudge: Path | None = None) -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
+    if rejudge is not None:
+        if quick or only or plan_only or list_claims:
+            raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
+                              "--quick, --only, --plan and --list")
+        return rejudge_claims(Path(rejudge), out=out, update_readme_path=update_readme_path, echo=echo)
     if list_claims:
         echo("claims (the paper's or ours), then construction checks; locations: von Oswald et al. in arXiv "
              "2212.07677v2 (31 May 2023)")
@@ -173,12 +180,49 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                           quick=quick, wall_s=result.wall_s, failed_runs=result.failed_runs)
     write_report(out, result.results, header)
     if update_readme_path is not None:
-        update_readme(update_readme_path, readme_block(result.results, header))
-        echo(f"updated the claims table in {update_readme_path}")
-    from icl_gd.platform.claims.report import claims_summary
-
+        _update_readme(Path(update_readme_path), result.results, header, out, echo)
     echo(f"{claims_summary(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
     return 1 if result.failed_runs else 0
+
+
+def _update_readme(readme: Path, results, header: ReportHeader, root: Path, echo: Callable[[str], None]) -> None:
+    """The README's claims table, and beside it (``README_CLAIMS_JSON``) the claims.json it was rendered from."""
+    update_readme(readme, readme_block(results, header))
+    data = readme_claims_json(readme)
+    data.parent.mkdir(parents=True, exist_ok=True)
+    write_json(data, claims_json(results, header, root))
+    echo(f"updated the claims table in {readme} and its per-seed values in {data}")
+
+
+def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path | None,
+                   echo: Callable[[str], None]) -> int:
+    """``--rejudge``: decide every verdict again from ``source`` (an earlier reproduction's claims.json) against
+    today's registry and records of the authors' code, and write the report to ``out`` and / or the README table;
+    nothing runs."""
+    from icl_gd.platform.claims.rejudge import load_claims_json
+
+    if out is None and update_readme_path is None:
+        raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-readme README")
+    if update_readme_path is not None and not Path(update_readme_path).is_file():
+        raise ConfigError(f"--update-readme {update_readme_path}: no such file")
+    loaded = load_claims_json(source)
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = ReportHeader(command=loaded.command, commit=loaded.commit, date=loaded.date, quick=loaded.quick,
+                          wall_s=loaded.wall_s,
+                          rejudged=f"`icl-gd reproduce --rejudge {shlex.quote(str(source))}` at commit "
+                                   f"`{current_commit()}` on {now}")
+    for claim_id, before, after in loaded.changed:
+        echo(f"icl-gd: {claim_id}: recorded {before}, {after} by today's rule (the claim changed since that run)")
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_report(out, loaded.results, header)
+        echo(f"wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
+    if update_readme_path is not None:
+        _update_readme(Path(update_readme_path), loaded.results, header, Path(update_readme_path).parent, echo)
+    echo(f"{claims_summary(loaded.results)} (re-judged from {source}, measured by `{loaded.command}` at commit "
+         f"{loaded.commit} on {loaded.date})")
+    return 0
 
 
 __all__ = ["run_reproduce"]

@@ -1,0 +1,86 @@
+"""Re-judge a finished reproduction from its ``claims.json``, without its run directories.
+
+A full-budget ``icl-gd reproduce`` takes hours; its run directories are scratch, but the authors' code's records
+(``authors_values.json``) keep growing after it. ``claims.json`` holds every claim's per-seed values, which is all
+the verdicts need: the first (the claim's rule over our seeds) is decided again by today's registry, the second
+(agreement with the authors' code) against today's records. Nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.platform.claims.model import ClaimResult, Spread, Verdict, decide
+from icl_gd.platform.claims.registry import ALL_CHECKS
+
+
+@dataclass(frozen=True)
+class Rejudged:
+    """The rebuilt results and the source run's provenance (``command``, ``commit``, ``date``, ``quick``,
+    ``wall_s`` as its claims.json recorded them), with each claim whose verdict today's rule changes:
+    ``(id, recorded verdict, verdict now)``."""
+
+    results: tuple[ClaimResult, ...]
+    command: str
+    commit: str
+    date: str
+    quick: bool
+    wall_s: float
+    changed: tuple[tuple[str, str, str], ...]
+
+
+def _value(raw: Any, where: str) -> float:
+    # claims.json writes inf as "inf" and NaN as null (core.results.to_jsonable)
+    if raw is None:
+        return math.nan
+    if isinstance(raw, str) and raw in ("inf", "-inf"):
+        return float(raw)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ConfigError(f"{where}: {raw!r} is not a number")
+    return float(raw)
+
+
+def load_claims_json(path: Path) -> Rejudged:
+    """Rebuild every claim's result from ``path`` (a claims.json written by ``icl-gd reproduce``): its per-seed
+    values, decided again by the registered claim (same rule, so the same verdict unless the claim changed since),
+    and its recorded note where no value was measured. A claim the registry no longer knows is a ConfigError: its
+    rule is gone, so it cannot be judged."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--rejudge {path}: no such file")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--rejudge {path}: not JSON ({exc})") from None
+    required = ("claims", "construction_checks", "command", "commit", "date", "quick")
+    if not isinstance(data, dict) or any(k not in data for k in required):
+        raise ConfigError(f"--rejudge {path}: not a claims.json of icl-gd reproduce (it needs {', '.join(required)})")
+    known = {c.id: c for c in ALL_CHECKS}
+    entries = list(data["claims"]) + list(data["construction_checks"])
+    unknown = [e.get("id") for e in entries if e.get("id") not in known]
+    if unknown:
+        raise ConfigError(f"--rejudge {path}: claim {unknown[0]!r} is not registered any more; rerun the reproduction")
+    quick = bool(data["quick"])
+    by_id = {e["id"]: e for e in entries}
+    results, changed = [], []
+    for claim in (c for c in ALL_CHECKS if c.id in by_id):  # registry order, as a reproduction writes them
+        entry = by_id[claim.id]
+        values = tuple(_value(v, f"--rejudge {path}: {claim.id} values") for v in entry.get("values") or ())
+        if values:
+            verdict, note = decide(claim, values, quick)
+            result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note)
+        else:
+            result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured")
+        if entry.get("verdict") != result.verdict.value:
+            changed.append((claim.id, str(entry.get("verdict")), result.verdict.value))
+        results.append(result)
+    return Rejudged(tuple(results), str(data["command"]), str(data["commit"]), str(data["date"]), quick,
+                    float(data.get("wall_seconds") or 0.0), tuple(changed))
+
+
+__all__ = ["Rejudged", "load_claims_json"]

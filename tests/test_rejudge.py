@@ -1,0 +1,138 @@
+"""``icl-gd reproduce --rejudge``: verdicts decided again from an earlier reproduction's claims.json, no runs."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from icl_gd.cli import app
+from icl_gd.platform.claims.authors import AuthorsValue
+from icl_gd.platform.claims.model import ClaimResult, Spread, decide
+from icl_gd.platform.claims.reproduce import select_claims
+from icl_gd.platform.claims.report import README_END, README_START, ReportHeader, write_report
+
+# ours per claim: vo-single-loss near the authors' recorded seeds (0.0026, 6.1e-4, 0.0029), a log-scale statistic,
+# a roll-out with a diverged seed (inf) and a claim with no value (its run failed)
+OURS = {"vo-single-loss": (0.0021, 0.0015, 0.0027), "vo-single-controls": (0.089, 0.07, 0.081),
+        "vo-rollout-decreasing": (0.435, math.inf, 13.3), "vo-ood": ()}
+
+
+def _results() -> list[ClaimResult]:
+    results = []
+    for claim in select_claims(list(OURS)):
+        values = OURS[claim.id]
+        if not values:
+            results.append(ClaimResult(claim, decide(claim, ())[0], None, "run x failed: out of memory"))
+            continue
+        verdict, note = decide(claim, values)
+        results.append(ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note))
+    return results
+
+
+@pytest.fixture
+def earlier(tmp_path, monkeypatch) -> Path:
+    """The claims.json of a full-budget reproduction made when the authors' code had no records."""
+    monkeypatch.setattr("icl_gd.platform.claims.report.authors_values", lambda: {})
+    out = tmp_path / "earlier"
+    out.mkdir()
+    write_report(out, _results(), ReportHeader("icl-gd reproduce --out /scratch/full", "abc1234", "2026-12-01 10:00 UTC",
+                                               quick=False, wall_s=25_000.0))
+    monkeypatch.undo()
+    return out / "claims.json"
+
+
+def _records(monkeypatch, records: dict[str, tuple[float, ...]]) -> None:
+    table = {k: AuthorsValue(k, v, True, {"seeds": list(range(len(v)))}) for k, v in records.items()}
+    monkeypatch.setattr("icl_gd.platform.claims.report.authors_values", lambda: table)
+
+
+def test_rejudge_redoes_the_authors_column_from_the_recorded_values_alone(tmp_path, earlier, monkeypatch):
+    before = json.loads(earlier.read_text())
+    assert all(c["authors_code"]["agreement"] == "not run" for c in before["claims"])
+    _records(monkeypatch, {"vo-single-loss": (0.0026, 0.000612, 0.00287), "vo-single-controls": (0.3, 0.31, 0.29)})
+    out = tmp_path / "again"
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    after = json.loads((out / "claims.json").read_text())
+    by_id = {c["id"]: c for c in after["claims"]}
+    # the second verdict now has their values: close ones agree, a 3.6x larger log-scale ratio differs
+    assert by_id["vo-single-loss"]["authors_code"]["agreement"] == "agrees"
+    assert by_id["vo-single-loss"]["authors_code"]["value"]["values"] == [0.0026, 0.000612, 0.00287]
+    assert by_id["vo-single-controls"]["authors_code"]["agreement"] == "differs"
+    assert by_id["vo-rollout-decreasing"]["authors_code"]["agreement"] == "not run"
+    # our side is the earlier run's, value for value (inf and the failed run's note included), verdicts unchanged
+    for old, new in zip(before["claims"], after["claims"]):
+        assert (new["id"], new["values"], new["verdict"], new["note"]) == (old["id"], old["values"], old["verdict"],
+                                                                          old["note"])
+    assert by_id["vo-rollout-decreasing"]["values"] == [0.435, "inf", 13.3]
+    assert by_id["vo-ood"]["note"] == "run x failed: out of memory"
+    # provenance: the measuring run's command, commit and date, and who decided again
+    assert (after["command"], after["commit"], after["date"]) == (before["command"], "abc1234", before["date"])
+    assert after["rejudged"].startswith(f"`icl-gd reproduce --rejudge {earlier}` at commit")
+    md = (out / "report.md").read_text()
+    assert "Produced by `icl-gd reproduce --out /scratch/full` at commit `abc1234`" in md
+    assert "verdicts decided again from its claims.json by `icl-gd reproduce --rejudge" in md
+
+
+def test_rejudge_updates_the_readme_table_and_keeps_its_values_beside_it(tmp_path, earlier, monkeypatch):
+    _records(monkeypatch, {"vo-single-loss": (0.0026, 0.000612, 0.00287)})
+    readme = tmp_path / "repo" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text(f"# T\n\n{README_START}\nOLD TABLE\n{README_END}\n")
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier), "--update-readme", str(readme)])
+    assert result.exit_code == 0, result.output
+    text = readme.read_text()
+    assert "OLD TABLE" not in text and "0.0026, 6.12e-04, 0.00287 (seeds 0, 1, 2): agrees" in text
+    assert "Generated by `icl-gd reproduce --out /scratch/full` at commit `abc1234`" in text
+    assert "**4 claims: 2 hold, 1 fail, 1 inconclusive.**" in text
+    kept = readme.parent / "docs" / "claims-table.json"
+    assert json.loads(kept.read_text())["claims"][0]["values"] == [0.0021, 0.0015, 0.0027]
+    # the kept file is itself a source for the next re-judgement (the README's own instructions)
+    again = CliRunner().invoke(app, ["reproduce", "--rejudge", str(kept), "--update-readme", str(readme)])
+    assert again.exit_code == 0, again.output
+    assert readme.read_text().count("(seeds 0, 1, 2): agrees") == 1
+
+
+def test_rejudge_decides_again_by_todays_rule_and_says_what_changed(tmp_path, earlier):
+    data = json.loads(earlier.read_text())
+    data["claims"][0]["verdict"] = "fails"  # as if vo-single-loss's threshold had been stricter then
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(edited), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "vo-single-loss: recorded fails, holds by today's rule" in result.output
+    assert json.loads((tmp_path / "o" / "claims.json").read_text())["claims"][0]["verdict"] == "holds"
+
+
+@pytest.mark.parametrize("content, extra, message", [
+    (None, [], "no such file"),
+    ("{not json", [], "not JSON"),
+    ('{"claims": []}', [], "not a claims.json of icl-gd reproduce"),
+    ("UNKNOWN", [], "claim 'vo-gone' is not registered any more"),
+    ("VALID", ["--quick"], "drop --quick, --only, --plan and --list"),
+    ("VALID", ["--only", "vo-ood"], "drop --quick, --only, --plan and --list"),
+    ("BADVALUE", [], "vo-single-loss values: 'big' is not a number"),
+])
+def test_rejudge_bad_input_is_a_one_line_error(tmp_path, earlier, content, extra, message):
+    source = tmp_path / "source.json"
+    if content in ("UNKNOWN", "VALID", "BADVALUE"):
+        data = json.loads(earlier.read_text())
+        if content == "UNKNOWN":
+            data["claims"][0]["id"] = "vo-gone"
+        if content == "BADVALUE":
+            data["claims"][0]["values"][1] = "big"
+        source.write_text(json.dumps(data))
+    elif content is not None:
+        source.write_text(content)
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(source), "--out", str(tmp_path / "o"), *extra])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o" / "claims.json").exists()
+
+
+def test_rejudge_needs_somewhere_to_write(earlier):
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier)])
+    assert result.exit_code == 2 and "--out DIR and / or --update-readme" in result.output
