@@ -21,6 +21,9 @@ OURS = {"vo-single-loss": (0.0021, 0.0015, 0.0027), "vo-single-controls": (0.089
         "vo-rollout-decreasing": (0.435, math.inf, 13.3), "vo-ood": ()}
 
 
+MEASURED = "91 of 91 runs timed: 800 CPU min, 812 min of wall time summed over runs"
+
+
 def _results() -> list[ClaimResult]:
     results = []
     for claim in select_claims(list(OURS)):
@@ -40,7 +43,7 @@ def earlier(tmp_path, monkeypatch) -> Path:
     out = tmp_path / "earlier"
     out.mkdir()
     write_report(out, _results(), ReportHeader("icl-gd reproduce --out /scratch/full", "abc1234", "2026-12-01 10:00 UTC",
-                                               quick=False, wall_s=25_000.0))
+                                               quick=False, wall_s=25_000.0, runs_measured=MEASURED))
     monkeypatch.undo()
     return out / "claims.json"
 
@@ -72,6 +75,7 @@ def test_rejudge_redoes_the_authors_column_from_the_recorded_values_alone(tmp_pa
     assert by_id["vo-ood"]["note"] == "run x failed: out of memory"
     # provenance: the measuring run's command, commit and date, and who decided again
     assert (after["command"], after["commit"], after["date"]) == (before["command"], "abc1234", before["date"])
+    assert after["runs_measured"] == MEASURED and after["wall_seconds"] == 25_000.0
     assert after["rejudged"].startswith(f"`icl-gd reproduce --rejudge {earlier}` at commit")
     md = (out / "report.md").read_text()
     assert "Produced by `icl-gd reproduce --out /scratch/full` at commit `abc1234`" in md

@@ -285,3 +285,26 @@ def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
     estimate = single.runs[0].estimate_s / 60
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
     assert len(lines) == 3 and all(l.endswith(f"(~{estimate:.1f} min)") for l in lines), result.output
+
+
+def test_report_states_what_the_reused_runs_measured(tmp_path):
+    """A call that reuses finished runs takes seconds: the report and the README block say what the runs themselves
+    took (their timings.json), which is the budget's real cost."""
+    from icl_gd.core.timing import append_attempt
+    from icl_gd.platform.claims.report import README_END, README_START
+
+    claims = select_claims(["vo-single-loss"])
+    for i, spec in enumerate(seed_specs(claims[0].runs[0], quick=False)):
+        run = tmp_path / "r" / "runs" / spec.run_id()
+        run.mkdir(parents=True)
+        (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
+        if i:  # seed 0 recorded no timings (an older run)
+            append_attempt(run, {"wall_s": 150.0 * i, "cpu_s": 120.0 * i, "outcome": "finished"})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{README_START}\n{README_END}\n")
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--only", "vo-single-loss",
+                                      "--no-progress", "--update-readme", str(readme)])
+    assert result.exit_code == 0, result.output
+    measured = "2 of 3 runs timed: 6 CPU min, 8 min of wall time summed over runs"  # (120 + 240) s, (150 + 300) s
+    assert measured in (tmp_path / "r" / "report.md").read_text() and measured in readme.read_text()
+    assert json.loads((tmp_path / "r" / "claims.json").read_text())["runs_measured"] == measured

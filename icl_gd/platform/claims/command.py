@@ -101,6 +101,19 @@ def run_status(planned: PlannedRun, root: Path,
     return f"done in {measured / 60:.1f} min, estimated {planned.estimate_s / 60:.1f}"
 
 
+def runs_measured_text(planned: list[PlannedRun], root: Path) -> str:
+    """What the finished runs' timings.json measured in all: "N runs: C CPU min, W min of wall time summed over
+    runs" (runs in parallel overlap, so the sum exceeds the elapsed time); "" when none recorded timings."""
+    walls = [w for p in planned if (w := _finished_wall_s(p, root)[1]) is not None]
+    cpus = [c for p in planned if _is_finished(p, root) and (c := measured_cpu_s(_run_dir(p, root))) is not None]
+    if not walls:
+        return ""
+    text = f"{len(walls)} of {len(planned)} runs timed: "
+    if cpus:
+        text += f"{sum(cpus) / 60:.0f} CPU min, "
+    return text + f"{sum(walls) / 60:.0f} min of wall time summed over runs"
+
+
 def measured_against_estimates(planned: list[PlannedRun], root: Path) -> str | None:
     """One line setting the finished runs' measured wall time beside their estimates (None when none has
     timings), so an estimate that is off shows before the next long reproduce."""
@@ -177,7 +190,8 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                                                                                else [])])
     header = ReportHeader(command=command, commit=current_commit(),
                           date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                          quick=quick, wall_s=result.wall_s, failed_runs=result.failed_runs)
+                          quick=quick, wall_s=result.wall_s, failed_runs=result.failed_runs,
+                          runs_measured=runs_measured_text(planned, out))
     write_report(out, result.results, header)
     if update_readme_path is not None:
         _update_readme(Path(update_readme_path), result.results, header, out, echo)
@@ -208,7 +222,7 @@ def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path |
     loaded = load_claims_json(source)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = ReportHeader(command=loaded.command, commit=loaded.commit, date=loaded.date, quick=loaded.quick,
-                          wall_s=loaded.wall_s,
+                          wall_s=loaded.wall_s, runs_measured=loaded.runs_measured,
                           rejudged=f"`icl-gd reproduce --rejudge {shlex.quote(str(source))}` at commit "
                                    f"`{current_commit()}` on {now}")
     for claim_id, before, after in loaded.changed:

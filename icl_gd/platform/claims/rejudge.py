@@ -22,8 +22,8 @@ from icl_gd.platform.claims.registry import ALL_CHECKS
 @dataclass(frozen=True)
 class Rejudged:
     """The rebuilt results and the source run's provenance (``command``, ``commit``, ``date``, ``quick``,
-    ``wall_s`` as its claims.json recorded them), with each claim whose verdict today's rule changes:
-    ``(id, recorded verdict, verdict now)``."""
+    ``wall_s``, ``runs_measured`` as its claims.json recorded them), with each claim whose verdict today's rule
+    changes: ``(id, recorded verdict, verdict now)``."""
 
     results: tuple[ClaimResult, ...]
     command: str
@@ -31,6 +31,7 @@ class Rejudged:
     date: str
     quick: bool
     wall_s: float
+    runs_measured: str
     changed: tuple[tuple[str, str, str], ...]
 
 
@@ -80,7 +81,7 @@ def load_claims_json(path: Path) -> Rejudged:
             changed.append((claim.id, str(entry.get("verdict")), result.verdict.value))
         results.append(result)
     return Rejudged(tuple(results), str(data["command"]), str(data["commit"]), str(data["date"]), quick,
-                    float(data.get("wall_seconds") or 0.0), tuple(changed))
+                    float(data.get("wall_seconds") or 0.0), str(data.get("runs_measured") or ""), tuple(changed))
 
 
 __all__ = ["Rejudged", "load_claims_json"]
