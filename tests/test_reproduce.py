@@ -298,13 +298,15 @@ def test_report_states_what_the_reused_runs_measured(tmp_path):
         run = tmp_path / "r" / "runs" / spec.run_id()
         run.mkdir(parents=True)
         (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
-        if i:  # seed 0 recorded no timings (an older run)
+        if i:  # seed 0 recorded no timings and no commit (an older run)
             append_attempt(run, {"wall_s": 150.0 * i, "cpu_s": 120.0 * i, "outcome": "finished"})
+            (run / "config.json").write_text(json.dumps({"versions": {"commit": "abc1234"}}))
     readme = tmp_path / "README.md"
     readme.write_text(f"{README_START}\n{README_END}\n")
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--only", "vo-single-loss",
                                       "--no-progress", "--update-readme", str(readme)])
     assert result.exit_code == 0, result.output
-    measured = "2 of 3 runs timed: 6 CPU min, 8 min of wall time summed over runs"  # (120 + 240) s, (150 + 300) s
+    measured = ("2 of 3 runs timed: 6 CPU min, 8 min of wall time summed over runs"  # (120 + 240) s, (150 + 300) s
+                "; their source: commit abc1234 (2 runs), not recorded (1 run)")
     assert measured in (tmp_path / "r" / "report.md").read_text() and measured in readme.read_text()
     assert json.loads((tmp_path / "r" / "claims.json").read_text())["runs_measured"] == measured

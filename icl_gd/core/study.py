@@ -141,8 +141,9 @@ def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: 
 
 def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: str = DEFAULT_PRESET) -> None:
     """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to
-    (``study.resolved_training``), device and versions."""
+    (``study.resolved_training``), device and versions (the source's git commit among them)."""
     from icl_gd import __version__
+    from icl_gd.core.provenance import source_commit
 
     resolved = study.resolved_training(config) if study.resolved_training is not None else None
     write_json(ctx.out / "config.json", {
@@ -154,8 +155,8 @@ def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: st
         "threads": torch.get_num_threads(),
         "figures": ctx.figures,
         "command": sys.argv,
-        "versions": {"icl_gd": __version__, "python": platform.python_version(), "torch": torch.__version__,
-                     "platform": platform.platform()},
+        "versions": {"icl_gd": __version__, "commit": source_commit(), "python": platform.python_version(),
+                     "torch": torch.__version__, "platform": platform.platform()},
     })
 
 

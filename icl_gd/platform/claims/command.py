@@ -5,32 +5,25 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-import subprocess
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
 from icl_gd.core.timing import measured_cpu_s, measured_wall_s
-from icl_gd.core.results import write_json
+from icl_gd.core.provenance import source_commit
+from icl_gd.core.results import read_json, write_json
 from icl_gd.platform.claims.report import (ReportHeader, claims_json, claims_summary, readme_block, readme_claims_json,
                                            update_readme, write_report)
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
 
 def current_commit() -> str:
-    """The source tree's short commit (with ``+dirty`` for local changes), or the package version outside git."""
-    from icl_gd import __version__
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return f"icl-gd {__version__} (not a git checkout)"
-    return commit + ("+dirty" if dirty else "")
+    """The source tree's commit (``core.provenance.source_commit``), uncached: the tree may change between calls of
+    one process (tests, notebooks)."""
+    source_commit.cache_clear()
+    return source_commit()
 
 
 def _run_dir(planned: PlannedRun, root: Path) -> Path:
@@ -101,17 +94,35 @@ def run_status(planned: PlannedRun, root: Path,
     return f"done in {measured / 60:.1f} min, estimated {planned.estimate_s / 60:.1f}"
 
 
+def _run_commit(run_dir: Path) -> str:
+    """The commit a finished run's config.json records ("not recorded" for runs older than that field)."""
+    try:
+        commit = read_json(run_dir / "config.json").get("versions", {}).get("commit")
+    except (OSError, ValueError, AttributeError):
+        commit = None
+    return str(commit) if commit else "not recorded"
+
+
 def runs_measured_text(planned: list[PlannedRun], root: Path) -> str:
-    """What the finished runs' timings.json measured in all: "N runs: C CPU min, W min of wall time summed over
-    runs" (runs in parallel overlap, so the sum exceeds the elapsed time); "" when none recorded timings."""
-    walls = [w for p in planned if (w := _finished_wall_s(p, root)[1]) is not None]
-    cpus = [c for p in planned if _is_finished(p, root) and (c := measured_cpu_s(_run_dir(p, root))) is not None]
-    if not walls:
+    """What the finished runs measured and where they came from: "N of M runs timed: C CPU min, W min of wall time
+    summed over runs" (their timings.json; runs in parallel overlap, so the sum exceeds the elapsed time), then
+    "their source: commit X (k runs), ..." from their config.json, so a report judged from runs of several code
+    versions says so. "" when no run has finished."""
+    done = [p for p in planned if _is_finished(p, root)]
+    if not done:
         return ""
-    text = f"{len(walls)} of {len(planned)} runs timed: "
-    if cpus:
-        text += f"{sum(cpus) / 60:.0f} CPU min, "
-    return text + f"{sum(walls) / 60:.0f} min of wall time summed over runs"
+    walls = [w for p in done if (w := _finished_wall_s(p, root)[1]) is not None]
+    cpus = [c for p in done if (c := measured_cpu_s(_run_dir(p, root))) is not None]
+    parts = []
+    if walls:
+        parts.append(f"{len(walls)} of {len(planned)} runs timed: "
+                     + (f"{sum(cpus) / 60:.0f} CPU min, " if cpus else "")
+                     + f"{sum(walls) / 60:.0f} min of wall time summed over runs")
+    commits = Counter(_run_commit(_run_dir(p, root)) for p in done)
+    parts.append("their source: " + ", ".join(
+        f"{'commit ' if i == 0 and c != 'not recorded' else ''}{c} ({n} run{'s' if n != 1 else ''})"
+        for i, (c, n) in enumerate(commits.most_common())))
+    return "; ".join(parts)
 
 
 def measured_against_estimates(planned: list[PlannedRun], root: Path) -> str | None:
