@@ -306,7 +306,7 @@ def test_report_states_what_the_reused_runs_measured(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--only", "vo-single-loss",
                                       "--no-progress", "--update-readme", str(readme)])
     assert result.exit_code == 0, result.output
-    measured = ("2 of 3 runs timed: 6 CPU min, 8 min of wall time summed over runs"  # (120 + 240) s, (150 + 300) s
+    measured = ("2 of 3 runs timed: 6.0 CPU min, 7.5 min of wall time summed over runs"  # (120 + 240), (150 + 300) s
                 "; their source: commit abc1234 (2 runs), not recorded (1 run)")
     assert measured in (tmp_path / "r" / "report.md").read_text() and measured in readme.read_text()
     assert json.loads((tmp_path / "r" / "claims.json").read_text())["runs_measured"] == measured

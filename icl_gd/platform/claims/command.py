@@ -94,6 +94,11 @@ def run_status(planned: PlannedRun, root: Path,
     return f"done in {measured / 60:.1f} min, estimated {planned.estimate_s / 60:.1f}"
 
 
+def _minutes(seconds: float) -> str:
+    minutes = seconds / 60
+    return f"{minutes:.1f}" if minutes < 10 else f"{minutes:.0f}"
+
+
 def _run_commit(run_dir: Path) -> str:
     """The commit a finished run's config.json records ("not recorded" for runs older than that field)."""
     try:
@@ -116,8 +121,8 @@ def runs_measured_text(planned: list[PlannedRun], root: Path) -> str:
     parts = []
     if walls:
         parts.append(f"{len(walls)} of {len(planned)} runs timed: "
-                     + (f"{sum(cpus) / 60:.0f} CPU min, " if cpus else "")
-                     + f"{sum(walls) / 60:.0f} min of wall time summed over runs")
+                     + (f"{_minutes(sum(cpus))} CPU min, " if cpus else "")
+                     + f"{_minutes(sum(walls))} min of wall time summed over runs")
     commits = Counter(_run_commit(_run_dir(p, root)) for p in done)
     parts.append("their source: " + ", ".join(
         f"{'commit ' if i == 0 and c != 'not recorded' else ''}{c} ({n} run{'s' if n != 1 else ''})"
