@@ -137,6 +137,15 @@ def test_rejudge_bad_input_is_a_one_line_error(tmp_path, earlier, content, extra
     assert not (tmp_path / "o" / "claims.json").exists()
 
 
+def test_rejudge_checks_the_readme_before_writing_anything(tmp_path, earlier):
+    readme = tmp_path / "README.md"
+    readme.write_text("no markers here\n")
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier), "--out", str(tmp_path / "o"),
+                                      "--update-readme", str(readme)])
+    assert result.exit_code == 2 and "no markers" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o").exists() and not (tmp_path / "docs").exists()
+
+
 def test_rejudge_needs_somewhere_to_write(earlier):
     result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier)])
     assert result.exit_code == 2 and "--out DIR and / or --update-readme" in result.output

@@ -14,8 +14,8 @@ from icl_gd.core.study import StudyRegistry
 from icl_gd.core.timing import measured_cpu_s, measured_wall_s
 from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import read_json, write_json
-from icl_gd.platform.claims.report import (ReportHeader, claims_json, claims_summary, readme_block, readme_claims_json,
-                                           update_readme, write_report)
+from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
+                                           readme_block, readme_claims_json, update_readme, write_report)
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
 
 
@@ -194,8 +194,8 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         echo(calibration)
     if plan_only:
         return 0
-    if update_readme_path is not None and not Path(update_readme_path).is_file():
-        raise ConfigError(f"--update-readme {update_readme_path}: no such file")
+    if update_readme_path is not None:
+        check_readme(Path(update_readme_path))
     out.mkdir(parents=True, exist_ok=True)
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable")
@@ -213,6 +213,15 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         _update_readme(Path(update_readme_path), result.results, header, out, echo)
     echo(f"{claims_summary(result.results)}; wrote {out / 'report.md'}, {out / 'report.html'}, {out / 'claims.json'}")
     return 1 if result.failed_runs else 0
+
+
+def check_readme(readme: Path) -> None:
+    """Before anything runs or is written: the README exists and has both claims-table markers (ConfigError)."""
+    if not readme.is_file():
+        raise ConfigError(f"--update-readme {readme}: no such file")
+    text = readme.read_text()
+    if README_START not in text or README_END not in text.split(README_START, 1)[-1]:
+        raise ConfigError(f"--update-readme {readme}: no markers ({README_START!r} ... {README_END!r})")
 
 
 def _update_readme(readme: Path, results, header: ReportHeader, root: Path, echo: Callable[[str], None]) -> None:
@@ -233,8 +242,8 @@ def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path |
 
     if out is None and update_readme_path is None:
         raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-readme README")
-    if update_readme_path is not None and not Path(update_readme_path).is_file():
-        raise ConfigError(f"--update-readme {update_readme_path}: no such file")
+    if update_readme_path is not None:
+        check_readme(Path(update_readme_path))
     loaded = load_claims_json(source)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = ReportHeader(command=loaded.command, commit=loaded.commit, date=loaded.date, quick=loaded.quick,
