@@ -89,6 +89,27 @@ class _TuningSet:
         return _TuningSet(self.x * root, self.y * root, self.x_query * root, self.y_query * root, self.W0, spectrum)
 
 
+def _task_parts(n_tasks: int, n_steps: int) -> list[slice]:
+    """The tasks of one tuning pass at depth ``n_steps``, in chunks of TUNE_TASK_STEPS // n_steps (at least 1)."""
+    size = max(1, TUNE_TASK_STEPS // n_steps)
+    return [slice(a, min(a + size, n_tasks)) for a in range(0, n_tasks, size)]
+
+
+def _backward_in_parts(loss: ChunkLoss, params: list[torch.Tensor], parts: list[slice], n_tasks: int) -> torch.Tensor:
+    """The mean loss over all ``n_tasks`` tasks (detached), its gradient accumulated into ``params``' .grad one
+    chunk of tasks at a time: each chunk's loss weighted by its share of the tasks, so the sum is the whole mean."""
+    if len(parts) == 1:
+        value = loss(params, parts[0])
+        value.backward()
+        return value.detach()
+    total = torch.zeros((), dtype=torch.float64)
+    for part in parts:
+        value = loss(params, part) * ((part.stop - part.start) / n_tasks)
+        value.backward()  # frees this chunk's graph before the next one is built
+        total = total + value.detach()
+    return total
+
+
 def _lbfgs(
     loss: ChunkLoss, start: Sequence[Sequence[float]], max_iter: int, tolerance_grad: float,
     tolerance_change: float, n_tasks: int, n_steps: int,
@@ -99,22 +120,12 @@ def _lbfgs(
     params = [torch.tensor(list(s), dtype=torch.float64, requires_grad=True) for s in start]
     opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
                             tolerance_grad=tolerance_grad, tolerance_change=tolerance_change)
-    size = max(1, TUNE_TASK_STEPS // n_steps)
-    parts = [slice(a, min(a + size, n_tasks)) for a in range(0, n_tasks, size)]
+    parts = _task_parts(n_tasks, n_steps)
 
     def closure() -> torch.Tensor:
         tick("L-BFGS loss evaluations")
         opt.zero_grad()
-        if len(parts) == 1:
-            value = loss(params, parts[0])
-            value.backward()
-            return value
-        total = torch.zeros((), dtype=torch.float64)
-        for part in parts:
-            value = loss(params, part) * ((part.stop - part.start) / n_tasks)
-            value.backward()  # frees this chunk's graph before the next one is built
-            total = total + value.detach()
-        return total
+        return _backward_in_parts(loss, params, parts, n_tasks)
 
     opt.step(closure)
     found = [p.detach() for p in params]
