@@ -88,3 +88,17 @@ def test_run_dir_rules(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(RunDirectoryError, match="not a directory"):
         prepare_run_dir(tmp_path / "file", force=False)
+
+
+def test_a_marked_block_is_replaced_between_its_markers_and_only_in_order(tmp_path):
+    from icl_gd.core.results import marked_block_span, replace_marked_block
+
+    path = tmp_path / "README.md"
+    path.write_text("head\n<!-- a -->\nold\n<!-- b -->\ntail <!-- b -->\n")
+    replace_marked_block(path, "<!-- a -->", "<!-- b -->", "<!-- a -->new<!-- b -->")
+    assert path.read_text() == "head\n<!-- a -->new<!-- b -->\ntail <!-- b -->\n"  # the first end after start
+    path.write_text("<!-- b -->\nbody\n<!-- a -->\n")  # end before start: not a block
+    with pytest.raises(ConfigError, match=r"--flag .*README.md: no markers"):
+        marked_block_span(path, "<!-- a -->", "<!-- b -->", "--flag")
+    with pytest.raises(ConfigError, match="no such file"):
+        marked_block_span(tmp_path / "absent.md", "<!-- a -->", "<!-- b -->")

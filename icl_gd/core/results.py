@@ -67,16 +67,27 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def marked_block_span(path: Path, start: str, end: str, what: str = "") -> tuple[str, int, int]:
+    """The text of ``path`` and the span [i, j) from marker ``start`` through the first marker ``end`` after it; a
+    missing file or a file without both markers (in that order) is a ConfigError naming them."""
+    from icl_gd.core.errors import ConfigError
+
+    label = f"{what + ' ' if what else ''}{path}"
+    if not Path(path).is_file():
+        raise ConfigError(f"{label}: no such file")
+    text = Path(path).read_text()
+    i = text.find(start)
+    j = text.find(end, i + len(start)) if i >= 0 else -1
+    if j < 0:
+        raise ConfigError(f"{label}: no markers ({start!r} ... {end!r})")
+    return text, i, j + len(end)
+
+
 def replace_marked_block(path: Path, start: str, end: str, block: str, what: str = "") -> None:
     """Replace the text of ``path`` from marker ``start`` through marker ``end`` with ``block`` (which carries the
     markers again), atomically; a file without both markers is a ConfigError naming them."""
-    from icl_gd.core.errors import ConfigError
-
-    text = Path(path).read_text()
-    i, j = text.find(start), text.find(end)
-    if i < 0 or j < i:
-        raise ConfigError(f"{what + ' ' if what else ''}{path}: no markers ({start!r} ... {end!r})")
-    atomic_write_text(Path(path), text[:i] + block + text[j + len(end):])
+    text, i, j = marked_block_span(path, start, end, what)
+    atomic_write_text(Path(path), text[:i] + block + text[j:])
 
 
 def to_jsonable(value: Any) -> Any:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
-from icl_gd.core.timing import measured_cpu_s, measured_wall_s
+from icl_gd.core.timing import measured_cpu_s, measured_wall_s, read_timings
 from icl_gd.core.provenance import source_commit
-from icl_gd.core.results import read_json, write_json
+from icl_gd.core.results import marked_block_span, read_json, write_json
 from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
                                            readme_block, readme_claims_json, update_readme, write_report)
 from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
@@ -116,8 +116,9 @@ def runs_measured_text(planned: list[PlannedRun], root: Path) -> str:
     done = [p for p in planned if _is_finished(p, root)]
     if not done:
         return ""
-    walls = [w for p in done if (w := _finished_wall_s(p, root)[1]) is not None]
-    cpus = [c for p in done if (c := measured_cpu_s(_run_dir(p, root))) is not None]
+    timed = [a for p in done if (a := read_timings(_run_dir(p, root)))]  # one read per run
+    walls = [sum(x["wall_s"] for x in attempts) for attempts in timed]
+    cpus = [sum(x["cpu_s"] for x in attempts) for attempts in timed]
     parts = []
     if walls:
         parts.append(f"{len(walls)} of {len(planned)} runs timed: "
@@ -217,11 +218,7 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
 
 def check_readme(readme: Path) -> None:
     """Before anything runs or is written: the README exists and has both claims-table markers (ConfigError)."""
-    if not readme.is_file():
-        raise ConfigError(f"--update-readme {readme}: no such file")
-    text = readme.read_text()
-    if README_START not in text or README_END not in text.split(README_START, 1)[-1]:
-        raise ConfigError(f"--update-readme {readme}: no markers ({README_START!r} ... {README_END!r})")
+    marked_block_span(readme, README_START, README_END, "--update-readme")
 
 
 def _update_readme(readme: Path, results, header: ReportHeader, root: Path, echo: Callable[[str], None]) -> None:
