@@ -359,3 +359,17 @@ def test_indexed_metric_reads_one_item_of_a_per_step_list(tmp_path):
     for bad in ("cond[3]", "flat[0]", "missing[0]"):
         with pytest.raises(LookupError):
             evidence.value(bad)
+
+
+def test_tables_name_each_claims_own_paper(tmp_path):
+    # a Fu et al. claim was once labelled "Irie" in the report (every paper but von Oswald's fell into one label)
+    by_id = {c.id: c for c in ALL_CHECKS}
+    results = [evaluate_claim(by_id[i], _evidence(tmp_path / i, by_id[i], [v]))
+               for i, v in (("fu-newton-linear", 3.0), ("ahn-preconditioned-ill", 0.1), ("irie-table1-correct", 0.7),
+                            ("vo-single-loss", 0.001))]
+    header = ReportHeader("icl-gd reproduce --out X", "abc1234", "2026-11-30", quick=False, wall_s=60.0)
+    md, page = render_markdown(results, header, tmp_path), render_html(results, header, tmp_path)
+    for label in ("Fu, abstract (arXiv 2310.17086)", "Ahn, abstract (NeurIPS 2023)", "Irie, their code",
+                  "von Oswald, §3"):
+        assert f"| {label}" in md and f"<td>{label}" in page
+    assert "| Irie, abstract" not in md and "von Oswald et al. 2023, §3" not in page

@@ -161,10 +161,9 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         echo("claims (the paper's or ours), then construction checks; locations: von Oswald et al. in arXiv "
              "2212.07677v2 (31 May 2023)")
         for claim in select_claims(None):
-            author = claim.paper.split(',')[0].split(' et')[0]
             kind = {"paper": "the paper's", "ours": "ours", "construction": "construction check",
                     "beyond": "beyond the papers"}[claim.kind.value]
-            echo(f"{claim.id:30s} {kind:18s} {author}, {claim.location}")
+            echo(f"{claim.id:30s} {kind:18s} {claim.author}, {claim.location}")
             echo(f"{'':30s} {claim.statement}")
         return 0
     if out is None:

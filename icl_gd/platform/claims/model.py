@@ -152,6 +152,11 @@ class Claim:
             raise ConfigError(f"claim {self.id}: say where the threshold comes from (threshold_source)")
 
     @property
+    def author(self) -> str:
+        """The first author's surname, as the tables name the paper ("von Oswald", "Irie", "Fu", "Ahn")."""
+        return self.paper.split(",")[0].split(" et al")[0]
+
+    @property
     def is_construction(self) -> bool:
         return self.kind is Kind.CONSTRUCTION
 

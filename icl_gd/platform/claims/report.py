@@ -178,22 +178,22 @@ def claims_table_markdown(results: Sequence[ClaimResult], root: Path, link_runs:
         runs = _run_links(r, root)
         claim = f"[{r.claim.id}]({runs[0]})" if link_runs and runs else f"`{r.claim.id}`"
         verdict = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
-        paper = "von Oswald" if r.claim.paper == VON_OSWALD else "Irie"
         kind = {"ours": " (ours)", "beyond": " (beyond the papers)"}.get(r.claim.kind.value, "")
         quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote else ""
-        lines.append(f"| {claim}{kind} | {paper}, {_md(r.claim.location)} | {_md(r.claim.statement)}{quote} | "
-                     f"{value_text(r)} <br>*{_md(r.claim.measures)}* | {threshold_text(r)} "
-                     f"<br>({_md(r.claim.threshold_source)}) | {verdict} | {_md(authors_text(r))} |")
+        lines.append(f"| {claim}{kind} | {r.claim.author}, {_md(r.claim.location)} | "
+                     f"{_md(r.claim.statement)}{quote} | {value_text(r)} <br>*{_md(r.claim.measures)}* | "
+                     f"{threshold_text(r)} <br>({_md(r.claim.threshold_source)}) | {verdict} | "
+                     f"{_md(authors_text(r))} |")
     return "\n".join(lines)
 
 
 def construction_table_markdown(results: Sequence[ClaimResult]) -> str:
     lines = ["| check | location | statement | measured | threshold | verdict |", "|---|---|---|---|---|---|"]
     for r in construction_checks(results):
-        paper = "von Oswald" if r.claim.paper == VON_OSWALD else "Irie"
         verdict = f"{r.verdict.value}" + (f" ({_md(r.note)})" if r.note else "")
-        lines.append(f"| `{r.claim.id}` | {paper}, {_md(r.claim.location)} | {_md(r.claim.statement)} | "
-                     f"{value_text(r)} <br>*{_md(r.claim.measures)}* | {threshold_text(r)} | {verdict} |")
+        lines.append(f"| `{r.claim.id}` | {r.claim.author}, {_md(r.claim.location)} | "
+                     f"{_md(r.claim.statement)} | {value_text(r)} <br>*{_md(r.claim.measures)}* | "
+                     f"{threshold_text(r)} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -273,7 +273,7 @@ def _html_row(r: ClaimResult, root: Path, with_authors: bool) -> str:
         verdicts += ("<br>" + _badge(f"authors' code: {compared.agreement.value}", compared.agreement.value)
                      + their_values + (f"<br><small>{esc(compared.note)}</small>" if compared.note else ""))
     return (f'<tr class="{r.verdict.value}"><td><code>{esc(r.claim.id)}</code>{kind}</td>'
-            f"<td>{esc(r.claim.paper.split(',')[0])}, {esc(r.claim.location)}</td>"
+            f"<td>{esc(r.claim.author)}, {esc(r.claim.location)}</td>"
             f"<td>{esc(r.claim.statement)}{quote}{follows}{details}</td>"
             f"<td>{esc(value_text(r))}<br><small><i>{esc(r.claim.measures)}</i></small></td>"
             f"<td>{esc(threshold_text(r))}<br><small>{esc(r.claim.threshold_source)}</small></td>"
