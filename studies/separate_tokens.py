@@ -28,7 +28,8 @@ from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
-from icl_gd.core.plotting import attention_figure, gradient_map_figure, heads_figure, loss_curves_figure
+from icl_gd.core.plotting import plt, sns
+from icl_gd.regression.figures import heads_figure, loss_curves_figure
 from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateTokenModel, authors_copy_analysis,
                                               copy_analysis)
 from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateTokenTask, SinusoidalPositions,
@@ -155,6 +156,26 @@ def figures(run: RegressionRun, first: dict[int, tuple[SeparateTokenModel, Any]]
     yield "loss_curves", loss_curves_figure(run.tables["curves"], {"zero predictor": common["loss_zero"]})
     yield "heads", heads_figure(run.per_seed, run.config.model.heads,
                                 {"1 GD step": common["loss_gd"], "2 GD steps": common["loss_gd_2steps"]})
+
+
+def attention_figure(attention: "torch.Tensor", label: str) -> "plt.Figure":
+    """Mean attention (token × context token) of a layer, one panel per head; ``attention`` (H, T, N)."""
+    H = attention.shape[0]
+    fig, axes = plt.subplots(1, H, figsize=(3.6 * H, 3.4), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        sns.heatmap(attention[h].cpu().numpy(), ax=ax, cmap="viridis", vmin=0, square=True, cbar=True)
+        ax.set(title=f"{label}: head {h + 1}", xlabel="context token s", ylabel="token t")
+    fig.tight_layout()
+    return fig
+
+
+def gradient_map_figure(norms: "torch.Tensor", label: str) -> "plt.Figure":
+    """‖∂u_k/∂e_j‖_F of a layer's update (output token k × input token j), ``norms`` (T, T)."""
+    fig, ax = plt.subplots(figsize=(4.2, 3.6))
+    sns.heatmap(norms.cpu().numpy(), ax=ax, cmap="magma", square=True, cbar=True)
+    ax.set(title=f"first-layer gradient norms ({label})", xlabel="input token j", ylabel="output token k")
+    fig.tight_layout()
+    return fig
 
 
 def paper_config() -> SeparateTokensConfig:

@@ -29,7 +29,8 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import alignment_metrics, relative_prediction_rms
 from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
-from icl_gd.core.plotting import alignment_curves_figure, functions_figure, loss_curves_figure
+from icl_gd.core.plotting import plt
+from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
 from icl_gd.regression.sine import SineTask, SineTokenTask
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
@@ -249,6 +250,28 @@ def figures(run: RegressionRun, loss_zero: float):
     yield "alignment_curves", alignment_curves_figure([r for r in curves if r["model"] == "mlp+lsa"],
                                                       "prop2_own_features")
     yield "functions", functions_figure([r for r in run.tables["functions"] if r["seed"] == run.seeds[0]])
+
+
+def functions_figure(rows) -> "plt.Figure":
+    """Predicted functions against the truth, one panel per test task, its context points marked (rows of one
+    seed: task, model, x, y, kind = curve | context)."""
+    tasks = sorted({r["task"] for r in rows})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(3.6 * len(tasks), 3.0), squeeze=False, sharey=True)
+    styles = {"truth": dict(color="black", lw=2, ls="-"), "mlp+lsa (trained)": dict(color="C0", lw=1.5),
+              "meta-learned mlp + 1 GD step": dict(color="C1", lw=1.5, ls="--"),
+              "prop2 on trained kernel": dict(color="C2", lw=1.0, ls=":")}
+    for ax, task in zip(axes.flat, tasks):
+        for name, style in styles.items():
+            points = [(r["x"], r["y"]) for r in rows if r["task"] == task and r["model"] == name]
+            if points:
+                ax.plot(*zip(*points), label=name, **style)
+        context = [(r["x"], r["y"]) for r in rows if r["task"] == task and r["kind"] == "context"]
+        ax.scatter(*zip(*context), color="black", marker="o", s=18, zorder=5, label="context")
+        ax.set(title=f"test task {task}", xlabel="x")
+    axes.flat[0].set_ylabel("y")
+    axes.flat[0].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
 
 
 def paper_config() -> SineConfig:

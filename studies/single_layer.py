@@ -28,8 +28,9 @@ from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_mo
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
-from icl_gd.core.plotting import (alignment_curves_figure, depth_figure, interpolation_figure, loss_curves_figure,
-                             ood_figure, weight_products_figure)
+from icl_gd.core.plotting import plt, sns
+from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure,
+                                       rows_frame)
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import RegressionConfig, RegressionRun, relative_gap
@@ -150,6 +151,33 @@ def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: di
     QK_c, PV_c = constructed_w.products()
     yield "weights", weight_products_figure({"trained QK (gauge-fixed)": QK_t.sum(0), "constructed QK": QK_c.sum(0),
                                              "trained PV (gauge-fixed)": PV_t.sum(0), "constructed PV": PV_c.sum(0)})
+
+
+def interpolation_figure(rows, references: dict[str, float]) -> "plt.Figure":
+    """Loss of the interpolated model against the mixing weight α (0 = trained, 1 = constructed)."""
+    df = rows_frame(rows)
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    sns.lineplot(data=df, x="alpha", y="loss", marker="o", errorbar=("pi", 100), ax=ax, label="interpolated")
+    for i, (name, value) in enumerate(references.items()):
+        ax.axhline(value, ls="--", lw=1, color=f"C{i + 1}", label=name)
+    ax.set(xlabel="mixing weight α (0 = trained, 1 = constructed)", ylabel="test loss")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def weight_products_figure(panels: dict[str, "torch.Tensor"]) -> "plt.Figure":
+    """Heat-maps of (D, D) matrices side by side (e.g. trained and constructed QK and PV), shared colour scale
+    per column pair."""
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(3.3 * n, 3.0), squeeze=False)
+    for ax, (title, matrix) in zip(axes.flat, panels.items()):
+        m = matrix.detach().cpu().double().numpy()
+        bound = max(abs(m).max(), 1e-12)
+        sns.heatmap(m, ax=ax, cmap="RdBu_r", vmin=-bound, vmax=bound, square=True, cbar=True,
+                    xticklabels=False, yticklabels=False)
+        ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def paper_config() -> SingleLayerConfig:

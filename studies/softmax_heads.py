@@ -16,7 +16,7 @@ from icl_gd.core.config import setting
 from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
-from icl_gd.core.plotting import heads_figure, loss_curves_figure
+from icl_gd.regression.figures import heads_figure, loss_curves_figure
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
