@@ -31,29 +31,13 @@ from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig,
                                    feature_lsa_model)
 from icl_gd.core.plotting import plt
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
-from icl_gd.regression.sine import SineTask, SineTokenTask
+from icl_gd.regression.sine import SineTaskConfig, SineTokenTask
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
     EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
 )
 from icl_gd.regression.tasks import Stream
-
-
-@dataclass(frozen=True)
-class SineTaskConfig:
-    n_context: int = setting(10, "context pairs per task, N")
-    input_range: float = setting(10.0, "inputs x ~ U(-r/2, r/2) with r = input_range (the authors': [-5, 5])")
-    correlated: bool = setting(False, "the authors' law: amplitude and phase from one uniform number per task")
-    amplitude: tuple[float, float] = setting((0.1, 0.5), "amplitude a ~ U(low, high) (the authors' code: 0.1,0.5; "
-                                                         "App. A.7's text: 0.1,5 with correlated=false)")
-
-    def __post_init__(self) -> None:
-        self.build()
-
-    def build(self) -> SineTask:
-        return SineTask(n_context=self.n_context, input_range=self.input_range, correlated=self.correlated,
-                        amplitude=self.amplitude)
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.core.config import check_settings, require_positive_int, setting
+from icl_gd.core.config import require_positive_int, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.plotting import plt
 from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, Study
-from icl_gd.regression.algorithms import (descent_step_size, gd_weights_at_steps, induced_weights,
+from icl_gd.regression.algorithms import (Probe, descent_step_size, gd_weights_at_steps, induced_weights,
                                           linear_in_query_weights, matched_steps, newton_weights_per_step,
-                                          preconditioned_gd_weights_per_step, similarity_grid, tune_preconditioner)
+                                          preconditioned_gd_weights_per_step, probe_set, similarity_grid,
+                                          tune_preconditioner)
+from icl_gd.regression.conditioning import ConditionedTaskConfig
 from icl_gd.regression.gd import gdpp_predictions_per_step
 from icl_gd.regression.memory import regression_memory
-from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, RegressionTaskConfig,
-                                     TrainingConfig, parts)
-from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream, make_generator
+from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
 from icl_gd.regression.tuning import tune_gd, tune_gdpp
@@ -48,33 +48,6 @@ from icl_gd.regression.tuning import tune_gd, tune_gdpp
 ALGORITHMS = ("newton", "gd", "gdpp", "pgd")
 LABELS = {"newton": "Iterative Newton", "gd": "GD (fixed 1/L step)", "gdpp": "GD++ (tuned for K)",
           "pgd": "preconditioned GD (tuned for K)"}
-
-
-def _at_least_one(name: str, value: float) -> None:
-    if not value >= 1:
-        raise ConfigError(f"{name} must be at least 1, got {value!r}")
-
-
-@dataclass(frozen=True)
-class ConditionedTaskConfig(RegressionTaskConfig):
-    """In-context linear regression with an input covariance of condition number κ."""
-
-    kappa: float = setting(1.0, "condition number κ of the input covariance: 1 = the paper's U(-r/2, r/2) inputs; "
-                                "> 1 = N(0, Σ), Σ diagonal with eigenvalues log-spaced over [1, κ], tr Σ = d r²/12 "
-                                "(the uniform inputs' power)", check=_at_least_one)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-        super().__post_init__()
-
-    def build(self) -> LinearRegressionTask:
-        if self.kappa == 1:
-            return super().build()
-        spectrum = np.geomspace(1.0, self.kappa, self.d)
-        spectrum *= self.d * self.input_range ** 2 / 12 / spectrum.sum()
-        covariance = tuple(tuple(float(spectrum[i]) if i == j else 0.0 for j in range(self.d)) for i in range(self.d))
-        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=NormalInputs(covariance=covariance),
-                                    weight_scale=self.weight_scale, label_noise=self.label_noise)
 
 
 def _gd_grid() -> tuple[int, ...]:
@@ -102,35 +75,6 @@ class WhichAlgorithmConfig(RegressionConfig):
             raise ConfigError(f"n_queries must be at least d = {self.task.d} (induced weights), got {self.n_queries}")
         if not self.gd_steps or any(not isinstance(k, int) or k <= 0 for k in self.gd_steps):
             raise ConfigError(f"gd_steps must be positive integers, got {self.gd_steps!r}")
-
-
-@dataclass(frozen=True)
-class Probe:
-    """The comparison set: contexts x (B, N, d), y (B, N, d_y), true weights w (B, d_y, d), queries (B, M, d) drawn
-    from the task's input law, and their clean targets (B, M, d_y) (float64)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    w: torch.Tensor
-    queries: torch.Tensor
-    targets: torch.Tensor
-
-    def tokens(self, layout: Any, dtype: torch.dtype) -> torch.Tensor:
-        """(B·M, N+1, D): each context once per query, the query last with a zero y slot."""
-        B, M, d = self.queries.shape
-        context = torch.cat([self.x, self.y], dim=-1).repeat_interleave(M, dim=0)
-        query = torch.cat([self.queries.reshape(B * M, 1, d), self.y.new_zeros(B * M, 1, layout.d_y)], dim=-1)
-        return torch.cat([context, query], dim=1).to(dtype)
-
-
-def probe_set(task: LinearRegressionTask, n_contexts: int, n_queries: int, seed: int, device) -> Probe:
-    """``n_contexts`` test contexts (Stream.TEST, step 1: not the training-curve test tasks) and ``n_queries``
-    fresh queries each (step 2), float64."""
-    batch = task.sample(n_contexts, seed, 1, Stream.TEST, device, torch.float64)
-    gen = make_generator(seed, 2, Stream.TEST, device)
-    queries = task.inputs.sample((n_contexts, n_queries + 1, task.d), gen, device, torch.float64)[:, :-1]
-    targets = queries @ batch.w.transpose(1, 2)
-    return Probe(batch.x_context, batch.y_context, batch.w, queries, targets)
 
 
 @dataclass(frozen=True)
@@ -310,4 +254,4 @@ STUDY = Study("which-algorithm", "beyond the papers: GD, GD++, preconditioned GD
               memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
                                                 batched_seeds=config.model.block == "lsa"))
 
-__all__ = ["STUDY", "WhichAlgorithmConfig", "compare_layers", "probe_set"]
+__all__ = ["STUDY", "WhichAlgorithmConfig", "compare_layers"]

@@ -12,12 +12,14 @@ from icl_gd.constructions.algorithms import IDENTITY_CHECKS
 from icl_gd.constructions.prop1 import gd_model
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.algorithms import (NewtonPredictor, Preconditioner, PreconditionedGDPredictor, gd_weights_at_steps,
-                                          induced_weights, matched_steps, newton_weights_per_step, similarity_grid)
+                                          induced_weights, matched_steps, newton_weights_per_step, probe_set,
+                                          similarity_grid)
+from icl_gd.regression.conditioning import ConditionedTaskConfig
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor
 from icl_gd.regression.study import RegressionTaskConfig
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask
-from icl_gd.studies.which_algorithm import AlgorithmRun, ConditionedTaskConfig, compare_layers, model_per_layer, probe_set
+from icl_gd.studies.which_algorithm import AlgorithmRun, compare_layers, model_per_layer
 
 
 @pytest.mark.parametrize("check", IDENTITY_CHECKS, ids=lambda c: c.name)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -30,6 +31,7 @@ from icl_gd.core.progress import phased
 from icl_gd.regression.baselines import ContextLayout
 from icl_gd.regression.gd import initial_weights, regression_gradient
 from icl_gd.regression.metrics import query_loss
+from icl_gd.regression.tasks import LinearRegressionTask, Stream, make_generator
 
 
 def _float64(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -212,6 +214,35 @@ def descent_step_size(x: torch.Tensor) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- matching
+@dataclass(frozen=True)
+class Probe:
+    """The comparison set: contexts x (B, N, d), y (B, N, d_y), true weights w (B, d_y, d), queries (B, M, d) drawn
+    from the task's input law, and their clean targets (B, M, d_y) (float64)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    w: torch.Tensor
+    queries: torch.Tensor
+    targets: torch.Tensor
+
+    def tokens(self, layout: Any, dtype: torch.dtype) -> torch.Tensor:
+        """(B·M, N+1, D): each context once per query, the query last with a zero y slot."""
+        B, M, d = self.queries.shape
+        context = torch.cat([self.x, self.y], dim=-1).repeat_interleave(M, dim=0)
+        query = torch.cat([self.queries.reshape(B * M, 1, d), self.y.new_zeros(B * M, 1, layout.d_y)], dim=-1)
+        return torch.cat([context, query], dim=1).to(dtype)
+
+
+def probe_set(task: LinearRegressionTask, n_contexts: int, n_queries: int, seed: int, device) -> Probe:
+    """``n_contexts`` test contexts (Stream.TEST, step 1: not the training-curve test tasks) and ``n_queries``
+    fresh queries each (step 2), float64."""
+    batch = task.sample(n_contexts, seed, 1, Stream.TEST, device, torch.float64)
+    gen = make_generator(seed, 2, Stream.TEST, device)
+    queries = task.inputs.sample((n_contexts, n_queries + 1, task.d), gen, device, torch.float64)[:, :-1]
+    targets = queries @ batch.w.transpose(1, 2)
+    return Probe(batch.x_context, batch.y_context, batch.w, queries, targets)
+
+
 # Fu et al. (2023) compare a model with an algorithm through its errors and its induced weights on the same prompts,
 # and match each layer to the step count of the algorithm whose errors are most similar (their eval_similarity.py:
 # the argmax over a grid of step counts of the mean cosine). Their errors run over a prompt's positions (context

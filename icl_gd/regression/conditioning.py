@@ -10,15 +10,23 @@ Shapes: B tasks, N context pairs, d inputs, K steps. κ is computed per task in 
 a task whose X Xᵀ is singular (λ_min ≤ 0 in float64, e.g. N < d) has κ = inf. Summaries over tasks: the mean of
 log10 κ (the log of the geometric mean; the arithmetic mean of κ is ruled by its few near-singular tasks) and
 the median.
+
+``ConditionedTaskConfig``: linear regression tasks whose inputs have a covariance of condition number κ (N(0, Σ),
+Σ diagonal with log-spaced eigenvalues), the config keys of a study that varies κ.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from icl_gd.core.config import check_settings, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression.study import RegressionTaskConfig
+from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
 
 def context_gram(x: torch.Tensor) -> torch.Tensor:
@@ -72,3 +80,31 @@ def summarise(kappa: torch.Tensor) -> dict[str, float]:
 def condition_per_step(inputs: Sequence[torch.Tensor]) -> list[dict[str, float]]:
     """``summarise`` of κ(X_k X_kᵀ) for each context-input tensor X_k (B, N, d) of a sequence (step 0 first)."""
     return [summarise(condition_numbers(context_gram(x))) for x in inputs]
+
+
+# ---------------------------------------------------------------------------------------------------- ill-conditioned tasks
+def _at_least_one(name: str, value: float) -> None:
+    if not value >= 1:
+        raise ConfigError(f"{name} must be at least 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ConditionedTaskConfig(RegressionTaskConfig):
+    """In-context linear regression with an input covariance of condition number κ."""
+
+    kappa: float = setting(1.0, "condition number κ of the input covariance: 1 = the paper's U(-r/2, r/2) inputs; "
+                                "> 1 = N(0, Σ), Σ diagonal with eigenvalues log-spaced over [1, κ], tr Σ = d r²/12 "
+                                "(the uniform inputs' power)", check=_at_least_one)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        super().__post_init__()
+
+    def build(self) -> LinearRegressionTask:
+        if self.kappa == 1:
+            return super().build()
+        spectrum = np.geomspace(1.0, self.kappa, self.d)
+        spectrum *= self.d * self.input_range ** 2 / 12 / spectrum.sum()
+        covariance = tuple(tuple(float(spectrum[i]) if i == j else 0.0 for j in range(self.d)) for i in range(self.d))
+        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=NormalInputs(covariance=covariance),
+                                    weight_scale=self.weight_scale, label_noise=self.label_noise)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from icl_gd.core.config import require_positive, require_positive_ints
+from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.tasks import AddressedTask
 from icl_gd.regression.tokens import ConcatLayout, LayoutTokenTask
@@ -86,6 +86,24 @@ class SineTask(AddressedTask):
         x = (torch.rand(B, N + 1, 1, generator=gen, device=device, dtype=dtype) - 0.5) * self.input_range
         y = amplitude[:, None, None] * torch.sin(x + phase[:, None, None])
         return SineBatch(x, y, amplitude, phase)
+
+
+@dataclass(frozen=True)
+class SineTaskConfig:
+    """The sine tasks as config keys (``--set n_context=20``); ``build`` gives the ``SineTask``."""
+
+    n_context: int = setting(10, "context pairs per task, N")
+    input_range: float = setting(10.0, "inputs x ~ U(-r/2, r/2) with r = input_range (the authors': [-5, 5])")
+    correlated: bool = setting(False, "the authors' law: amplitude and phase from one uniform number per task")
+    amplitude: tuple[float, float] = setting((0.1, 0.5), "amplitude a ~ U(low, high) (the authors' code: 0.1,0.5; "
+                                                         "App. A.7's text: 0.1,5 with correlated=false)")
+
+    def __post_init__(self) -> None:
+        self.build()
+
+    def build(self) -> SineTask:
+        return SineTask(n_context=self.n_context, input_range=self.input_range, correlated=self.correlated,
+                        amplitude=self.amplitude)
 
 
 @dataclass(frozen=True)
