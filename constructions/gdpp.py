@@ -1,4 +1,4 @@
-"""GD++ as LSA weights (von Oswald et al. 2023, PROTOCOL §1): Proposition 1's layer whose value also writes x.
+"""GD++ as LSA weights (von Oswald et al. 2023, §3, App. A.10 Eq. 23): Proposition 1's layer whose value also writes x.
 
 W_K = W_Q = [[I_dx, 0], [0, 0]], W_V = [[-I_dx, 0], [W0, -I_dy]], P = diag(γ I_dx, (η/N) I_dy). The products are
 QK = [[I, 0], [0, 0]] and PV = [[-γ I, 0], [(η/N) W0, -(η/N) I]], so every token (x_j, y_j) becomes

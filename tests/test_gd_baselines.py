@@ -41,11 +41,11 @@ def test_closed_form_eta_is_the_minimum_of_the_quadratic():
         return regression_loss(gd_predict(b.x_context, b.y_context, b.x_query, [e]), b.y_query)
 
     assert loss(eta) < loss(eta * 1.01) and loss(eta) < loss(eta * 0.99)
-    assert 5.7 < eta < 6.4  # PROTOCOL §2: η* ≈ 6.06 for the default task
+    assert 5.7 < eta < 6.4  # η* ≈ 6.06 for the default task (d = N = 10, x ~ U(-0.5, 0.5))
 
 
 def test_gaussian_inputs_optimum_matches_theory():
-    # PROTOCOL §2: x ~ N(0, I) gives η* = N/(N+d+1) (0.476 for d = N = 10), up to sampling error.
+    # x ~ N(0, I) gives η* = N/(N+d+1) (0.476 for d = N = 10), up to sampling error.
     b = _data(40_000, inputs=NormalInputs())
     eta = optimal_one_step_eta(b.x_context, b.y_context, b.x_query, b.y_query)
     assert abs(eta - 10 / 21) < 0.02

@@ -80,7 +80,7 @@ DEPARTURES: tuple[Departure, ...] = (
     Departure(_VO, "separate-tokens", "training", "10 000 steps, batch 2048, lr 1e-3, clip 10",
               "4000 steps, batch 512, lr 3e-3, no clip", "CPU budget (the paper preset takes ~30 min on 2 cores)"),
     Departure(_VO, "softmax-heads", "model.scaled_logits", "logits / √(key size)", "unscaled",
-              "the PROTOCOL's layer has no 1/√d; keeps the 0.1 numbers comparable"),
+              "the paper's layer (§2, App. A.1 Eq. 6) has no 1/√d; keeps the 0.1 numbers comparable"),
     Departure(_VO, "softmax-heads", "training", "5000 steps, batch 2048, lr 1e-3, clip 1e-3",
               "3000 steps, batch 512, lr 3e-3, no clip", "CPU budget"),
     Departure(_IR, "dual-form", "data", "MNIST + Fashion-MNIST, pixels standardised; single = MNIST (their "

@@ -3,8 +3,9 @@ arXiv 2310.17086), preconditioned GD (Ahn, Cheng, Daneshmand & Sra, NeurIPS 2023
 for any number of steps, each as weights per step on a batch of contexts and as a predictor with the call of every
 baseline (``icl_gd.regression.baselines``: tokens (B, T, D) in, ŷ (B, d_y) out; float64 inside).
 
-Shapes: B tasks, N context pairs, d inputs, d_y outputs. W: (B, d_y, d), so ŷ = W x_q. The loss is PROTOCOL's
-L(W) = 1/(2N) Σ_i ‖W x_i - y_i‖², ∇L(W) = (W S - Yᵀ X) / N with S = XᵀX (B, d, d) the context's Gram matrix.
+Shapes: B tasks, N context pairs, d inputs, d_y outputs. W: (B, d_y, d), so ŷ = W x_q. The loss is von Oswald et
+al.'s (2023, Eq. 2) L(W) = 1/(2N) Σ_i ‖W x_i - y_i‖², ∇L(W) = (W S - Yᵀ X) / N with S = XᵀX (B, d, d) the
+context's Gram matrix.
 
 Iterative Newton (Newton-Schulz towards S⁺), as Fu et al.'s code (``LeastSquaresModelNewtonMethod``) runs it:
 M_0 = α S with α = 2 / ‖S Sᵀ‖_F, M_{k+1} = M_k (2I - S M_k), W_k = (M_k Xᵀ Y)ᵀ. M_k is a polynomial in S, so

@@ -1,4 +1,4 @@
-"""GD++ as a curvature correction (von Oswald et al. 2023, §4; PROTOCOL §1): the condition number of the context
+"""GD++ as a curvature correction (von Oswald et al. 2023, App. A.10, Fig. 13): the condition number of the context
 data's covariance X Xᵀ = Σ_i x_i x_iᵀ before and after the input transforms x ← (I - γ X Xᵀ) x.
 
 GD on L(W) = 1/(2N) Σ ‖W x_i - y_i‖² converges at a rate set by the condition number κ = λ_max / λ_min of
@@ -30,7 +30,7 @@ from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
 
 def context_gram(x: torch.Tensor) -> torch.Tensor:
-    """X Xᵀ = Σ_i x_i x_iᵀ, (B, d, d), of the context inputs x (B, N, d) (no 1/N: γ as PROTOCOL writes it)."""
+    """X Xᵀ = Σ_i x_i x_iᵀ, (B, d, d), of the context inputs x (B, N, d) (no 1/N: γ as App. A.10 writes it)."""
     if x.dim() != 3:
         raise ConfigError(f"context inputs must be (B, N, d), got shape {tuple(x.shape)}")
     return x.transpose(1, 2) @ x

@@ -1,4 +1,4 @@
-"""Models that see the inputs through a learned feature map m (PROTOCOL §1, "Non-linear regression").
+"""Models that see the inputs through a learned feature map m (von Oswald et al. 2023, Prop. 2, App. A.7-A.8).
 
 - ``MLPFeatureMap``: m(x) = E x + W₂ σ(W₁ E x + b₁) + b₂, a token embedding followed by a residual MLP, applied to
   each token's input x alone.

@@ -2,16 +2,16 @@
 tasks, the closed-form one-step η and the (η, γ) read-off from LSA weights (their L-BFGS tuners:
 ``icl_gd.regression.tuning``).
 
-Shapes: B tasks, N context pairs, d inputs, d_y outputs, K steps. W: (B, d_y, d). Step sizes follow PROTOCOL's
-convention: η multiplies the gradient of the 1/(2N)-normalised loss, so one step from 0 is (η/N) Σ y_i x_iᵀ.
+Shapes: B tasks, N context pairs, d inputs, d_y outputs, K steps. W: (B, d_y, d). Step sizes follow von Oswald et
+al. 2023, Eq. 3: η multiplies the gradient of the 1/(2N)-normalised loss, so one step from 0 is (η/N) Σ y_i x_iᵀ.
 
-GD++ (von Oswald et al. 2023, PROTOCOL §1) is a GD step on inputs that are themselves transformed each step.
+GD++ (von Oswald et al. 2023, §3, App. A.10) is a GD step on inputs that are themselves transformed each step.
 Step k acts on every token's input (the query's included) and on the context's residual labels at once, all
 from the step's incoming state (as one LSA layer does):
 
     ΔW_k  = -η_k ∇L(W0; X_k, R_k) = (η_k/N) Σ_i (r_i - W0 x_i) x_iᵀ          (B, d_y, d)
     r_i  <- r_i - ΔW_k x_i           ŷ <- ŷ + ΔW_k x_q                       (residuals, prediction)
-    x_j  <- (I - γ_k X_k X_kᵀ) x_j   for every token j, X_k X_kᵀ = Σ_i x_i x_iᵀ  (no 1/N: γ as PROTOCOL writes it)
+    x_j  <- (I - γ_k X_k X_kᵀ) x_j   for every token j, X_k X_kᵀ = Σ_i x_i x_iᵀ  (no 1/N, as App. A.10)
 
 starting from x = the task's inputs, r = y and ŷ = W0 x_q. With every γ_k = 0 the inputs never move, r_i stays
 y_i - (W_k - W0) x_i and this is plain GD.

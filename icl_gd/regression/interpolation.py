@@ -1,4 +1,4 @@
-"""Interpolating a trained LSA layer with the constructed one (PROTOCOL §1).
+"""Interpolating a trained LSA layer with the constructed one (von Oswald et al. 2023, §3, App. A.3).
 
 A layer is identifiable only up to a gauge: the products QK = W_Qᵀ W_K and PV = P W_V are what it computes.
 Each trained head is rescaled so the mean of its QK x-diagonal matches the constructed head's (the inverse

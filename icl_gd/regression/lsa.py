@@ -1,4 +1,4 @@
-"""Linear self-attention (PROTOCOL §1) and stacks of it.
+"""Linear self-attention (von Oswald et al. 2023, §2, App. A.1 Eq. 6) and stacks of it.
 
 One LSA layer maps every token e_j (the query included) to
 

@@ -1,4 +1,4 @@
-"""Pure metrics: losses, input sensitivities, alignment between a model and a reference (PROTOCOL §1).
+"""Pure metrics: losses, input sensitivities, alignment between a model and a reference (von Oswald et al. 2023, §3).
 
 Shapes: B tasks, T tokens, D token width, d_x inputs, d_y outputs. A predictor is anything that maps tokens
 (B, T, D) to ŷ (B, d_y). Alignment compares raw query outputs f = -ŷ; |f - f_ref| = |ŷ - ŷ_ref| and the
@@ -17,8 +17,8 @@ Predictor = Callable[[torch.Tensor], torch.Tensor]
 
 
 def query_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """0.5 · mean over tasks of ‖ŷ - y‖² (PROTOCOL's loss), differentiable. ŷ, y: (..., B, d_y) -> (...):
-    a leading seed axis (S, B, d_y) gives each seed's own loss (S,)."""
+    """0.5 · mean over tasks of ‖ŷ - y‖² (von Oswald et al. 2023, Eq. 5, with the 1/2 of their code),
+    differentiable. ŷ, y: (..., B, d_y) -> (...): a leading seed axis (S, B, d_y) gives each seed's own loss (S,)."""
     return 0.5 * ((prediction - target) ** 2).sum(-1).mean(-1)
 
 

@@ -1,4 +1,5 @@
-"""Out-of-distribution sweeps (PROTOCOL §1): each is a named family of test tasks indexed by a scalar.
+"""Out-of-distribution sweeps (von Oswald et al. 2023, §3, App. A.2, Fig. 6): each is a named family of test
+tasks indexed by a scalar.
 
 A sweep maps (base task, value) to a shifted task; ``evaluate_sweeps`` scores named predictors on every point
 with the same test tasks for every predictor. Adding a shift is one entry in ``default_sweeps``.

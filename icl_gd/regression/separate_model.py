@@ -1,4 +1,4 @@
-"""The model on separate x and y tokens (PROTOCOL §1, "Separate tokens"; Proposition 3): a softmax-attention
+"""The model on separate x and y tokens (von Oswald et al. 2023, §4, Prop. 3, App. A.5): a softmax-attention
 layer that should copy each label next to its input, then a linear LSA layer that should do one GD step; and the
 analyses of the copy layer (gradient norms of each output token with respect to its own, its right neighbour's
 and the other input tokens).

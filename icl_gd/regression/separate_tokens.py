@@ -1,4 +1,4 @@
-"""Separate x and y tokens (PROTOCOL §1, "Separate tokens"; Proposition 3).
+"""Separate x and y tokens (von Oswald et al. 2023, §4, Prop. 3, App. A.5).
 
 Layout: x_1, (0, y_1), x_2, (0, y_2), ..., x_N, (0, y_N), x_q: 2N+1 tokens, each [x | y | p_t] with the input
 slot (d_x), the output slot (d_y) and a concatenated sinusoidal positional encoding p_t (2F). Token t of

@@ -1,4 +1,4 @@
-"""Sine regression tasks (PROTOCOL §1, "Non-linear regression"): y = a sin(x + φ), x ~ U(-r/2, r/2).
+"""Sine regression tasks (von Oswald et al. 2023, §3, App. A.7): y = a sin(x + φ), x ~ U(-r/2, r/2).
 
 A task is a frozen dataclass; a batch is a pure function of ``(task, seed, step, stream)``. The authors' code
 draws a and φ from one random number (so they are perfectly correlated); here they are independent by default

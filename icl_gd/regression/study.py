@@ -100,7 +100,7 @@ class HeadsModelConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """Optimisation; ``None`` takes the authors' value for the model's depth (PROTOCOL §1)."""
+    """Optimisation; ``None`` takes the authors' value for the model's depth (von Oswald et al. 2023, App. A.12)."""
 
     steps: int | None = setting(None, "optimiser steps; none: 5000 for one layer or a recurrent stack, 50 000 for "
                                       "deeper separate layers (the authors')")

@@ -1,4 +1,4 @@
-"""In-context linear regression tasks (von Oswald et al. 2023, PROTOCOL §1).
+"""In-context linear regression tasks (von Oswald et al. 2023, §3).
 
 A task is a frozen dataclass; a batch is a pure function of ``(task, seed, step, stream)``, so any batch can be
 regenerated exactly, training resumes exactly and test sets never drift.
@@ -81,7 +81,8 @@ class NormalInputs:
 @dataclass(frozen=True)
 class NormalisedInputs:
     """Inputs from an exponential, normal or Laplace law, divided by the Frobenius norm of the task's context
-    inputs and scaled by ``scale`` (PROTOCOL §1, "other input laws"). The query shares its task's normaliser."""
+    inputs and scaled by ``scale`` (von Oswald et al. 2023, App. A.2, Fig. 6's right columns). The query shares its
+    task's normaliser."""
 
     law: Literal["exponential", "normal", "laplace"] = "normal"
     scale: float = 1.0

@@ -1,4 +1,5 @@
-"""Token layouts. Concatenated layout (PROTOCOL §1): context tokens e_i = (x_i, y_i), the query (x_q, 0) last.
+"""Token layouts. Concatenated layout (von Oswald et al. 2023, §3): context tokens e_i = (x_i, y_i), the query
+(x_q, 0) last.
 
 Sign convention, stated once: a model writes -ŷ into the query's y slot, so the prediction is minus the last
 d_y coordinates of the last token (``query_prediction``, the one place that reads it).

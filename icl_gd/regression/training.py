@@ -38,7 +38,7 @@ class TokenTask(Protocol):
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimisation settings; defaults are the authors' (PROTOCOL §1) for one or two layers."""
+    """Optimisation settings; defaults are the authors' (von Oswald et al. 2023, App. A.12) for one or two layers."""
 
     steps: int = 5000
     batch_size: int = 2048
