@@ -32,8 +32,8 @@ from icl_gd.core.plotting import plt, sns
 from icl_gd.regression.figures import heads_figure, loss_curves_figure
 from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateTokenModel, authors_copy_analysis,
                                               copy_analysis)
-from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateTokenTask, SinusoidalPositions,
-                                               StandardPositions)
+from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateLayout, SeparateTokenTask,
+                                               SinusoidalPositions, StandardPositions)
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
@@ -96,7 +96,7 @@ def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
     gd2 = run.add_reference("gd_2steps", GDPredictor(layout, eta_2), curve="2 GD steps")
     common = {"loss_gd": gd1.loss, "loss_gd_2steps": gd2.loss, "lr_gd": eta_1[0], "lr_gd_2steps": list(eta_2),
               "loss_zero": run.score(ZeroPredictor(layout)).loss}
-    if config.model.layout == "ours":
+    if isinstance(layout, SeparateLayout):  # Prop. 3 needs the label in a slot of its own: our layout, not theirs
         constructed = prop3_model(layout, eta_1[0], config.construction_beta, torch.float32).to(run.device)
         common.update({"loss_prop3_construction": run.score(constructed).loss,
                        "construction_beta": config.construction_beta, "construction_score_gap": score_gap(layout)})
