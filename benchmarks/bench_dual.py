@@ -26,11 +26,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from icl_gd.dual.queries import score_queries  # noqa: E402
+from icl_gd.dual.scan import score_queries  # noqa: E402
 from icl_gd.dual.recorder import PARAMS, STEP_FIELDS, DualRecorder, Provenance  # noqa: E402
-from icl_gd.dual.storage import Column, MemoryWriter, open_memory  # noqa: E402
+from icl_gd.dual.storage import Column, StoreWriter, open_store  # noqa: E402
 from icl_gd.dual.training import mlp_layers  # noqa: E402
-from icl_gd.dual.units import dual_layer  # noqa: E402
+from icl_gd.dual.layer import dual_layer  # noqa: E402
 
 
 def peak_rss_gb() -> float:
@@ -84,9 +84,9 @@ def bench_recording(workdir: Path, steps: int = 100, batch: int = 128, repeats: 
 
 
 def write_keys(root: Path, n_keys: int, width: int, out: int, chunk: int = 65536, seed: int = 0) -> None:
-    """A layer memory with ``n_keys`` random float32 keys, written chunk by chunk (one SGD step per 1000 rows)."""
+    """A layer store with ``n_keys`` random float32 keys, written chunk by chunk (one SGD step per 1000 rows)."""
     rng = np.random.default_rng(seed)
-    writer = MemoryWriter(root, chunk_rows=chunk)
+    writer = StoreWriter(root, chunk_rows=chunk)
     writer.add_layer("bench", {"in_features": width, "out_features": out, "has_bias": True, "compressed": False,
                                "key_dtype": "float32", "value_dtype": "float32", "optimizer": "SGD", "exact": True})
     writer.add_table("bench", "rows", [Column("key", "float32", width), Column("error", "float32", out),
@@ -124,7 +124,7 @@ def bench_scoring(workdir: Path, n_keys: int, n_queries: int = 1000, width: int 
     g = torch.Generator().manual_seed(1)
     queries = torch.randn(n_queries, width, generator=g).numpy()
     readouts = torch.nn.functional.one_hot(torch.randint(0, out, (n_queries,), generator=g), out).float().numpy()
-    layer = dual_layer(open_memory(root)["bench"])
+    layer = dual_layer(open_store(root)["bench"])
     started = time.perf_counter()
     scores = score_queries(layer, queries, readouts, k=10, n_classes=10, n_tasks=2, n_epochs=4, block_rows=32768)
     seconds = time.perf_counter() - started

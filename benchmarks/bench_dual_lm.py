@@ -4,12 +4,12 @@
    trained one epoch on the first ``--tokens`` words of the default corpus, plain (the same loop, no hooks, no
    store) vs. recorded (``train_lm``: every gate-map and output key and error into the memory-mapped store,
    float32). Target: recorded / plain <= 1.5. Both runs are repeated ``--repeats`` times (median).
-2. Scoring: 100 queries against every recorded key of every layer of a memory (the one just recorded, or
-   ``--memory DIR``, e.g. a study run's ``out/memory/seed-0``) with ``score_lm`` (top-k, totals, entropy, time
+2. Scoring: 100 queries against every recorded key of every layer of a store (the one just recorded, or
+   ``--store DIR``, e.g. a study run's ``out/store/seed-0``) with ``score_lm`` (top-k, totals, entropy, time
    bins). Target: <= 30 s for all layers together.
 3. The store's size on disk and this process's peak resident memory.
 
-Usage: ``python benchmarks/bench_dual_lm.py [--tokens N] [--memory DIR] [--repeats R]``. Prints one JSON object,
+Usage: ``python benchmarks/bench_dual_lm.py [--tokens N] [--store DIR] [--repeats R]``. Prints one JSON object,
 with the machine's load average at the start and the end (the figures are wall-clock on a shared machine).
 """
 
@@ -39,8 +39,8 @@ from icl_gd.dual.lm_analysis import score_lm  # noqa: E402
 from icl_gd.core.optim import clip_gradients, make_optimizer  # noqa: E402
 from icl_gd.dual.lm_training import LMTrainingConfig, batchify, build_model, train_lm  # noqa: E402
 from icl_gd.dual.lstm import detach  # noqa: E402
-from icl_gd.dual.storage import open_memory  # noqa: E402
-from icl_gd.dual.units import dual_layer  # noqa: E402
+from icl_gd.dual.storage import open_store  # noqa: E402
+from icl_gd.dual.layer import dual_layer  # noqa: E402
 
 
 def peak_rss_gb() -> float:
@@ -73,13 +73,13 @@ def plain_epoch(config: LMTrainingConfig, corpus, seed: int = 0) -> float:
 def recorded_epoch(config: LMTrainingConfig, corpus, root: Path, seed: int = 0) -> float:
     if root.exists():
         shutil.rmtree(root)
-    trained = train_lm(config, corpus, seed, root / "memory", root / "checkpoint.pt", torch.device("cpu"))
+    trained = train_lm(config, corpus, seed, root / "store", root / "checkpoint.pt", torch.device("cpu"))
     return trained.train_seconds
 
 
-def scoring(memory: Path, n_queries: int = 100, seed: int = 0) -> dict:
+def scoring(store: Path, n_queries: int = 100, seed: int = 0) -> dict:
     """Seconds to score ``n_queries`` random queries (unit-norm-ish, like LSTM states) against every key."""
-    layers = open_memory(memory)
+    layers = open_store(store)
     rng = np.random.default_rng(seed)
     out = {}
     for name, mem in layers.items():
@@ -99,7 +99,7 @@ def scoring(memory: Path, n_queries: int = 100, seed: int = 0) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=30_000, help="training words for the overhead measurement")
-    parser.add_argument("--memory", type=Path, default=None, help="score this memory instead of the recorded one")
+    parser.add_argument("--store", type=Path, default=None, help="score this store instead of the recorded one")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="where the recorded store is written")
     args = parser.parse_args()
@@ -117,12 +117,12 @@ def main() -> None:
             "corpus": corpus.name, "train_tokens": len(corpus.train), "plain_seconds": [round(x, 2) for x in plain],
             "recorded_seconds": [round(x, 2) for x in recorded],
             "ratio_median": round(statistics.median(recorded) / statistics.median(plain), 3),
-            "store_gb": round(store_gb(work / "run" / "memory"), 3),
-            "store_gb_per_100k_tokens_epoch": round(store_gb(work / "run" / "memory") * 1e5 / len(corpus.train), 3),
+            "store_gb": round(store_gb(work / "run" / "store"), 3),
+            "store_gb_per_100k_tokens_epoch": round(store_gb(work / "run" / "store") * 1e5 / len(corpus.train), 3),
         }
-        memory = args.memory or work / "run" / "memory"
-        result["scoring_100_queries"] = {"memory": str(memory), "store_gb": round(store_gb(memory), 3),
-                                         **scoring(memory)}
+        store = args.store or work / "run" / "store"
+        result["scoring_100_queries"] = {"store": str(store), "store_gb": round(store_gb(store), 3),
+                                         **scoring(store)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["peak_rss_gb"] = round(peak_rss_gb(), 3)

@@ -58,7 +58,7 @@ def child(args: argparse.Namespace) -> None:
     tasks = config.data.build()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(dir=args.dir) as scratch:
-        trained = train_setting(training, args.setting, tasks, args.seed, Path(scratch) / "memory",
+        trained = train_setting(training, args.setting, tasks, args.seed, Path(scratch) / "store",
                                 torch.device("cpu"), single_task=config.data.single_task)
         seconds["train"] = time.perf_counter() - started
         analysed = time.perf_counter()
@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--setting", default="single", choices=("single", "joint", "continual"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=None, help="scratch directory for the recorded memory")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory for the recorded store")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dump", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -4,13 +4,14 @@ A linear layer trained by SGD ends at W_T = a W_0 + Σ_u v_u k_uᵀ: keys are th
 examples, values their error signals times each step's coefficient (learning rate, momentum, Nesterov, coupled
 weight decay, gradient clipping, schedule). So W_T q = a W_0 q + Σ_u v_u (k_u·q), attention over every training
 input. Each check trains a small two-hidden-layer ReLU MLP in float64 while ``icl_gd.dual`` records it, then
-rebuilds every recorded layer's weights and dual outputs and compares them with the primal ones.
+rebuilds every recorded layer's weights and dual outputs and compares them with the primal ones. Training goes
+through the library's one SGD loop (``icl_gd.dual.training``), the check through ``icl_gd.dual.form.DualForm``.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -19,11 +20,12 @@ import torch
 from torch import nn
 
 from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.core.optim import make_optimizer, make_schedule
+from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.storage import LayerMemory, open_memory
-from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
-from icl_gd.dual.units import dual_layer
-from icl_gd.dual.verification import DualVerification, verify_layer
+from icl_gd.dual.storage import LayerStore, open_store
+from icl_gd.dual.training import LAYERS, EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.verification import DualVerification
 
 from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge
 
@@ -52,6 +54,8 @@ class DualCase:
     n_classes: int = 3
     seed: int = 0
     dtype: torch.dtype = torch.float64
+    beta1: float = 0.9  # optimizer="adam" (at lr × 0.05)
+    beta2: float = 0.999
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "n_examples", "batch_size", "epochs", "d_in", "hidden", "n_classes")
@@ -64,13 +68,17 @@ class DualCase:
 
 @dataclass(frozen=True)
 class RecordedRun:
-    """A finished recorded run: the model, its recorded modules, the training inputs and the memory."""
+    """A finished recorded run: the model, its recorded modules, the training inputs and the store."""
 
     model: nn.Sequential
     modules: tuple[nn.Linear, ...]
     inputs: torch.Tensor  # (N, d_in)
     labels: torch.Tensor  # (N,)
-    memory: dict[str, LayerMemory]
+    store: dict[str, LayerStore]
+
+    def dual_form(self) -> DualForm:
+        """The trained MLP in dual form, its layers named ``LAYERS``."""
+        return DualForm(self.store, self.model, dict(zip(LAYERS, self.modules)))
 
 
 def small_mlp(case: DualCase, generator: torch.Generator) -> nn.Sequential:
@@ -93,39 +101,24 @@ def train_recorded(case: DualCase, root: Path, key_dtype: str = "float64", check
     y = torch.randint(0, case.n_classes, (case.n_examples,), generator=g)
     model = small_mlp(case, g)
     modules = (model[0], model[2], model[4])
-    if case.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=case.lr, momentum=case.momentum, dampening=case.dampening,
-                              nesterov=case.nesterov, weight_decay=case.weight_decay)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=case.lr * 0.05, weight_decay=case.weight_decay)
-    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=case.schedule_gamma)
+    opt = make_optimizer(case.optimizer, model.parameters(),
+                         case if case.optimizer == "sgd" else replace(case, lr=case.lr * 0.05))
+    schedule = make_schedule(opt, case.schedule_gamma, every=3)
     recorder = DualRecorder(mlp_layers(modules), opt, root, key_dtype=key_dtype, chunk_rows=40,
                             check_gradients=check_gradients)
     data = TrainingSet(x, y, example=torch.arange(case.n_examples),
                        task=torch.zeros(case.n_examples, dtype=torch.int64))
     loop = EpochLoop(case.epochs, case.batch_size, case.clip_norm, schedule_every="step", reduction=case.reduction)
-    train_epochs(RecordedSGD(model, opt, schedule, recorder), data, loop, g)
+    train_epochs(SGDRun(model, opt, schedule, recorder), data, loop, g)
     recorder.close()
-    return RecordedRun(model, modules, x, y, open_memory(root))
-
-
-def layer_inputs(run: RecordedRun, x: torch.Tensor) -> list[np.ndarray]:
-    """Each recorded module's input on ``x``: the queries of the dual form, ``(nq, in)`` each."""
-    captured: list[np.ndarray] = []
-    handles = [m.register_forward_hook(lambda mod, args, out: captured.append(args[0].detach().numpy()))
-               for m in run.modules]
-    try:
-        with torch.no_grad():
-            run.model(x)
-    finally:
-        for h in handles:
-            h.remove()
-    return captured
+    return RecordedRun(model, modules, x, y, open_store(root))
 
 
 def verify_run(run: RecordedRun, n_queries: int = 16) -> list[DualVerification]:
-    queries = layer_inputs(run, run.inputs[:n_queries])
-    return [verify_layer(dual_layer(run.memory[name]), q) for name, q in zip(run.memory, queries)]
+    """Every recorded layer against the stored trained weights, on the first ``n_queries`` training inputs."""
+    form = run.dual_form()
+    batch = form.inputs(run.inputs[:n_queries], readouts=False)
+    return [form.verify(name, batch.query(name)) for name in form.names]
 
 
 def _check(case: DualCase) -> CheckResult:

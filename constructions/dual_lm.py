@@ -17,12 +17,11 @@ import numpy as np
 import torch
 
 from icl_gd.dual.corpus import tokenise
+from icl_gd.dual.form import DualForm
 from icl_gd.dual.lm_training import LMTrainingConfig, TrainedLM, train_lm
 from icl_gd.dual.lstm import layer_modules
-from icl_gd.dual.storage import open_memory
 from icl_gd.dual.text_sources import Document, RawCorpus
-from icl_gd.dual.units import dual_layer
-from icl_gd.dual.verification import DualVerification, verify_layer
+from icl_gd.dual.verification import DualVerification
 
 from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge
 
@@ -42,20 +41,16 @@ def random_corpus(seed: int = 0, documents: int = 10, words: int = 300, vocab: i
 
 def verify_trained(trained: TrainedLM, n_queries: int = 6, seed: int = 1) -> list[DualVerification]:
     """Each recorded layer against the trained model's parameters, on random queries."""
-    memory = open_memory(trained.memory)
+    form = DualForm(trained.store, trained.model, layer_modules(trained.model))
     rng = np.random.default_rng(seed)
-    results = []
-    for name, module in layer_modules(trained.model).items():
-        q = rng.standard_normal((n_queries, module.in_features))
-        results.append(verify_layer(dual_layer(memory[name]), q, module.weight.detach().double().cpu().numpy(),
-                                    module.bias.detach().double().cpu().numpy()))
-    return results
+    return [form.verify(name, rng.standard_normal((n_queries, form.modules[name].in_features)), against="model")
+            for name in form.names]
 
 
 def _check(config: LMTrainingConfig, seed: int) -> CheckResult:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        trained = train_lm(config, random_corpus(seed), seed, root / "memory", root / "checkpoint.pt",
+        trained = train_lm(config, random_corpus(seed), seed, root / "store", root / "checkpoint.pt",
                            torch.device("cpu"))
         results = verify_trained(trained)
     return merge([CheckResult(max(r.weight_max_abs_error, r.output_max_abs_error), r.max_rel_error, TOLERANCE)

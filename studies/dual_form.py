@@ -24,7 +24,7 @@ task (``….<split>.task<t>``).
 ``continual.restrict_phase1.<layer>.task<i>_accuracy`` is the counterfactual of their text: that layer's attention
 restricted to the first phase's keys, the other layers as trained (``all``: every layer restricted).
 
-Figures (``icl_gd.dual.figures``, from the first seed): the authors' per-query figure of their ``plot_attention.py``
+Figures (``studies/dual_form_figures.py``, from the first seed): the authors' per-query figure of their ``plot_attention.py``
 for a correctly classified and a misclassified test query of each trained task
 (``query_attention_<setting>_task<t>_<correct|misclassified>_<j>``: per layer, the top-3 training units, the sorted
 scores of each training class and each class's total score), and ours; docs/studies/dual-form.md lists them.
@@ -32,54 +32,146 @@ scores of each training class and each class's total score), and ours; docs/stud
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from icl_gd.core.checkpoints import config_fingerprint
-from icl_gd.core.config import require_non_negative, require_positive_ints, setting
+import numpy as np
+
+from icl_gd.core import stats
+from icl_gd.core.config import setting
 from icl_gd.core.results import write_json
-from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
-from icl_gd.dual.analysis import (Analysis, AnalysisConfig, headline, table1_rows, verification_table,
-                                  vote_table)
-from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.figures import setting_figures, summary_figures
-from icl_gd.dual.runs import run_setting
-from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings
+from icl_gd.core.study import RunContext, Study
+from icl_gd.dual.analysis import TABLE1_SPLITS, Analysis, AnalysisConfig, analyse, table1_split
+from icl_gd.dual.classifier import TaskPair, TaskPairConfig
+from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
+from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
+from icl_gd.dual.training import LAYERS
+
+from icl_gd.studies.dual_form_figures import setting_figures, summary_figures
+
+VOTE_COLUMNS = ("vote_agrees_with_prediction", "vote_agrees_with_label", "effective_keys")
+# The authors' vote table splits the queries by whether the model was right (there the vote can only match both).
+SPLIT_VOTE_COLUMNS = ("vote_agrees_with_label_correct", "vote_agrees_with_label_misclassified",
+                      "vote_agrees_with_prediction_misclassified")
+VERIFY_COLUMNS = ("weight_max_abs_error", "weight_max_rel_error", "output_max_abs_error", "output_max_rel_error")
+HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label")
+# The vote by our score (+1 for the bias's augmented key) and by theirs (|x·q|): (name in table1.csv, metric prefix).
+TABLE1_SCORES = (("|k·q + 1|", "table1"), ("|k·q|", "table1_their_score"))
+
+
+def table1_rows(setting: str, metrics: Mapping[str, float]) -> list[dict]:
+    """One run's Table 1 as tidy rows (setting, score, layer, split, value, queries in the split) from its metrics:
+    the vote by our score |k·q + 1|, then by theirs |k·q| where the run measured it (runs before it did not)."""
+    n = {"correct": metrics["table1.n_correct"], "misclassified_output": metrics["table1.n_misclassified"],
+         "misclassified_target": metrics["table1.n_misclassified"]}
+    scores = [(score, prefix) for score, prefix in TABLE1_SCORES
+              if f"{prefix}.{LAYERS[0]}.{TABLE1_SPLITS[0]}" in metrics]
+    return [{"setting": setting, "score": score, "layer": name, "split": key,
+             "value": metrics[f"{prefix}.{name}.{key}"], "n_queries": n[key]}
+            for score, prefix in scores for name in LAYERS for key in TABLE1_SPLITS]
+
+
+def headline(metrics: Mapping[str, float], settings: Sequence[str]) -> dict[str, float]:
+    """The headline metrics of one seed from its ``<setting>.<metric>`` metrics: the first setting's accuracy and
+    votes, and the largest verification error of any setting."""
+    out = {key: metrics[f"{settings[0]}.{key}"] for key in HEADLINE}
+    out["verify_max_rel_error"] = max(metrics[f"{s}.verify_max_rel_error"] for s in settings)
+    return out
+
+
+def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
+    """The authors' split of one run's vote agreement: among correctly classified queries, does the vote match the
+    label; among misclassified ones, the label and the (wrong) prediction. NaN where a split has no query, with
+    the split's size beside it."""
+    correct = analysis.query_prediction == analysis.query_label
+    split = table1_split(analysis.votes[layer], analysis.query_prediction, analysis.query_label)
+    return {"vote_agrees_with_label_correct": split["correct"],
+            "vote_agrees_with_label_misclassified": split["misclassified_target"],
+            "vote_agrees_with_prediction_misclassified": split["misclassified_output"],
+            "n_correct": float(correct.sum()), "n_misclassified": float((~correct).sum())}
+
+
+def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
+    """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting; the
+    authors' split by correct and misclassified queries as mean and sample std (NaN below two runs) over the runs
+    where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs). Means and
+    stds are ``icl_gd.core.stats``'s, as in ``metrics.json``."""
+    rows = []
+    for setting_name, runs in analyses.items():
+        for i, name in enumerate(LAYERS):
+            row = {"setting": setting_name, "layer": name,
+                   **{key: stats.mean([a.metrics[f"{name}.{key}"] for a in runs]) for key in VOTE_COLUMNS}}
+            split = [split_votes(a, i) for a in runs]
+            for key in SPLIT_VOTE_COLUMNS:
+                values = [s[key] for s in split if math.isfinite(s[key])]
+                spread = stats.spread(values) if values else None
+                row[key] = spread.mean if spread else math.nan
+                row[f"{key}_std"] = math.nan if spread is None or spread.std is None else spread.std
+            row["n_correct"] = float(sum(s["n_correct"] for s in split))
+            row["n_misclassified"] = float(sum(s["n_misclassified"] for s in split))
+            row["n_runs"] = len(runs)
+            rows.append(row)
+    return rows
+
+
+def verification_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
+    """Per setting and layer: the dual form's weight and output errors, max over the runs of that setting."""
+    return [{"setting": setting, "layer": name,
+             **{key: float(np.max([getattr(a.verification[i], key) for a in runs])) for key in VERIFY_COLUMNS}}
+            for setting, runs in analyses.items() for i, name in enumerate(LAYERS)]
 
 
 @dataclass(frozen=True)
-class DualFormConfig:
+class DualFormConfig(DualStudyConfig):
     data: TaskPairConfig = setting(doc="the two classification tasks", factory=TaskPairConfig)
     training: ClassifierTrainingConfig = setting(doc="the MLP and its recorded SGD", factory=ClassifierTrainingConfig)
     analysis: AnalysisConfig = setting(doc="test queries scored against the stored keys", factory=AnalysisConfig)
     settings: tuple[str, ...] = setting(SETTINGS, "settings to train, of single, joint, continual; the first "
                                                   "gives the headline metrics")
-    keep_memory: bool = setting(True, "keep the recorded keys and values under out/memory")
-    seeds: int = setting(1, "number of training seeds (inits and shuffles)")
-    seed: int = setting(0, "first seed; seeds are seed, seed+1, ...")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "seeds")
-        require_non_negative("seed", self.seed)
+        super().__post_init__()
         require_settings(self.settings)
+
+
+@dataclass(frozen=True)
+class SettingResult:
+    """What one (setting, seed) produced: the kept result of a part of the run."""
+
+    accuracies: dict[str, float]
+    curves: list[dict]
+    analysis: Analysis
+    wall_seconds: float
+
+
+def run_setting(config: DualFormConfig, setting_name: str, tasks: TaskPair, seed: int, run: DualRun) -> SettingResult:
+    """Train ``setting_name`` from ``seed`` while recording it into its key store, then analyse the store."""
+
+    def compute(store) -> SettingResult:
+        started = time.perf_counter()
+        trained = train_setting(config.training, setting_name, tasks, seed, store, run.device,
+                                single_task=config.data.single_task)
+        result = analyse(config.analysis, trained, tasks)
+        return SettingResult(trained.accuracies, trained.curves, result, time.perf_counter() - started)
+
+    return run.part(setting_name, seed, compute, config.data, config.training, config.analysis)
 
 
 def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
     tasks = config.data.build()
-    run = StudyRun(ctx, range(config.seed, config.seed + config.seeds))
+    run = DualRun(ctx, config)
     analyses: dict[str, list[Analysis]] = {s: [] for s in config.settings}
     seconds = dict.fromkeys(config.settings, 0.0)
     for seed in run.seeds:
         for name in config.settings:
-            fingerprint = config_fingerprint(config.data, config.training, config.analysis, name, seed,
-                                             str(ctx.device))
-            result = run.resumable(f"{name}/seed-{seed}", fingerprint, lambda: run_setting(
-                config.training, config.analysis, name, tasks, seed, ctx.out / "memory" / name / f"seed-{seed}",
-                ctx.device, config.data.single_task, config.keep_memory))
+            result = run_setting(config, name, tasks, seed, run)
             if seed == config.seed and ctx.figures:
                 setting_figures(ctx.out, name, result.analysis, tasks)
             seconds[name] += result.wall_seconds
-            metrics = {**result.accuracies, **result.analysis.metrics, "wall_seconds": result.wall_seconds}
-            run.record(seed, {f"{name}.{k}": v for k, v in metrics.items()})
+            run.record_part(name, seed, {**result.accuracies, **result.analysis.metrics,
+                                         "wall_seconds": result.wall_seconds})
             run.add_rows("curves", result.curves)
             run.add_rows("removal", result.analysis.removal_rows, seed=seed)
             run.add_rows("table1", table1_rows(name, result.analysis.metrics), seed=seed)
@@ -105,7 +197,7 @@ def paper_config() -> DualFormConfig:
                                           batch_size=128, lr=3e-3, momentum=0.9, weight_decay=0.0, lr_decay=1.0,
                                           grad_clip=1.0, key_dtype="float16", value_dtype="float32"),
         analysis=AnalysisConfig(n_queries=500, removals=False),  # removal is our addition, and costs a rebuild
-        keep_memory=False,
+        keep_store=False,
         seeds=5,
     )
 
@@ -117,5 +209,5 @@ STUDY = Study(
     run=run,
     presets={"paper": paper_config},
     headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
-    memory=lambda config: RunMemory(seeds_key="seeds", seeds=config.seeds),
+    memory=run_memory,
 )

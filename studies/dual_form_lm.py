@@ -28,20 +28,24 @@ over set-ups too.
 
 from __future__ import annotations
 
-import shutil
+import html
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from icl_gd.core.config import positive_int, require_non_negative, require_positive_ints, setting
+from icl_gd.core.config import positive_int, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.plotting import plt, save_figure
 from icl_gd.core.results import atomic_write_text, write_json
-from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
-from icl_gd.dual.corpus import CorpusConfig, require_length
-from icl_gd.dual.lm_analysis import LMAnalysisConfig, analyse_lm, layer_metrics, passages_document, passages_page
-from icl_gd.dual.lm_figures import lm_figures
+from icl_gd.core.study import RunContext, Study
+from icl_gd.dual.corpus import Corpus, CorpusConfig, require_length
+from icl_gd.dual.lm_analysis import (LayerAnalysis, LMAnalysisConfig, LMQueries, analyse_lm, layer_metrics,
+                                     passage_entries)
 from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
+from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
 LAYER_MEAN = ("top_key_next_word_match", "removal_prob_drop_top", "removal_prob_drop_random", "effective_keys")
@@ -78,19 +82,15 @@ def wiki_setup(data: dict | None = None, **training) -> LMSetup:
 
 
 @dataclass(frozen=True)
-class DualFormLMConfig:
+class DualFormLMConfig(DualStudyConfig):
     setups: tuple[SetupName, ...] = setting(("wiki",), "set-ups run, in order: book (character level, a small "
                                                        "book), wiki (word level, Wikipedia articles)")
     book: LMSetup = setting(doc="the small-book set-up", factory=book_setup)
     wiki: LMSetup = setting(doc="the Wikipedia set-up", factory=wiki_setup)
     analysis: LMAnalysisConfig = setting(doc="test queries scored against the stored keys", factory=LMAnalysisConfig)
-    keep_memory: bool = setting(True, "keep the recorded keys and values under out/memory")
-    seeds: int = setting(1, "number of training seeds (inits)")
-    seed: int = setting(0, "first seed; seeds are seed, seed+1, ...")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "seeds")
-        require_non_negative("seed", self.seed)
+        super().__post_init__()
         if not self.setups or len(set(self.setups)) != len(self.setups):
             raise ConfigError(f"setups must name book and/or wiki once each, got {','.join(self.setups) or 'none'}")
 
@@ -104,10 +104,70 @@ def paper_config() -> DualFormLMConfig:
                       **adam, embed=64, hidden=256, batch_size=16, steps=1000, lr=1e-3, grad_clip=1.0)
     wiki = wiki_setup({"vocab_size": 20_000, "max_train_tokens": None, "max_eval_tokens": 30_000},
                       **adam, embed=200, hidden=200, batch_size=16, steps=600, lr=3e-3, grad_clip=0.3, dropout=0.5)
-    return DualFormLMConfig(setups=("book", "wiki"), book=book, wiki=wiki, keep_memory=False, seeds=3)
+    return DualFormLMConfig(setups=("book", "wiki"), book=book, wiki=wiki, keep_store=False, seeds=3)
 
 
-def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunContext, run: StudyRun) -> tuple[str, str]:
+@dataclass(frozen=True)
+class SetupSeed:
+    """What one (set-up, seed) produced: the kept result of a part of the run. The first seed's also keeps what
+    its figures and passages show."""
+
+    metrics: dict[str, float]
+    layer_rows: list[dict]
+    curves: list[dict]
+    n_steps: int
+    layers: list[LayerAnalysis] | None = None
+    passages: tuple[str, str] | None = None
+
+
+def run_setup_seed(name: str, setup: LMSetup, corpus: Corpus, config: DualFormLMConfig, seed: int,
+                   run: DualRun) -> SetupSeed:
+    """Train set-up ``name`` from ``seed`` while recording it (resuming from its checkpoint), then analyse its
+    key store."""
+    training = setup.training
+
+    def compute(store) -> SetupSeed:
+        unigram = {split: unigram_perplexity(corpus.train, getattr(corpus, split), corpus.vocab_size, EVAL_BATCH)
+                   for split in ("valid", "test")}
+        # Chance level of top_key_next_word_match: a key drawn at random continues with the predicted token as
+        # often as that token follows a training position.
+        next_word_share = np.bincount(corpus.train.ids[1:], minlength=corpus.vocab_size) / (len(corpus.train) - 1)
+        trained = train_lm(training, corpus, seed, store, run.checkpoint(f"lstm_{name}_seed{seed}"), run.device,
+                           run.ctx.progress)
+        ppl_test = perplexity(trained.model, corpus.test, training.bptt, EVAL_BATCH)
+        record = {"perplexity_valid": perplexity(trained.model, corpus.valid, training.bptt, EVAL_BATCH),
+                  "perplexity_test": ppl_test, "perplexity_unigram": unigram["test"],
+                  "perplexity_unigram_valid": unigram["valid"], "perplexity_ratio_unigram": ppl_test / unigram["test"],
+                  "unk_share_train": corpus.unk_share("train"), "unk_share_test": corpus.unk_share("test"),
+                  "train_seconds": trained.train_seconds, "n_steps": float(trained.n_steps),
+                  "n_epochs": float(trained.n_epochs)}
+        queries, layers = analyse_lm(trained.model, store, corpus, config.analysis, trained.n_epochs, seed)
+        rows = []
+        for a in layers:
+            row = layer_metrics(a, queries, config.analysis.top_k)
+            record.update({f"{a.name}.{k}": v for k, v in row.items()})
+            rows.append({"setup": name, "layer": a.name, **row})
+        record.update({"verify_max_rel_error": max(a.verification.max_rel_error for a in layers),
+                       **{k: float(np.mean([record[f"{a.name}.{k}"] for a in layers])) for k in LAYER_MEAN},
+                       "prediction_accuracy_queries": float(np.mean(queries.pred == queries.target)),
+                       "top_key_next_word_match_chance": float(np.mean(next_word_share[queries.pred]))})
+        print(f"dual-form-lm {name} seed {seed}: perplexity {ppl_test:.1f} (test) vs unigram {unigram['test']:.1f}, "
+              f"{trained.n_steps} steps in {trained.train_seconds:.0f} s")
+        curves = [{**row, "model": f"lstm-{name}"} for row in trained.curves]
+        if seed != config.seed:
+            return SetupSeed(record, rows, curves, trained.n_steps)
+        heading = f"{name}: test queries and the training passages their layers attend to"
+        passages = passages_document(corpus, queries, layers, config.analysis.n_passages, setup.passage_tokens,
+                                     heading)
+        sections = passages[0].split("\n## ")
+        if len(sections) > 1:  # the first query and its passages, in the run's own output
+            print("## " + sections[1].strip())
+        return SetupSeed(record, rows, curves, trained.n_steps, layers, passages)
+
+    return run.part(name, seed, compute, setup, config.analysis, fresh_store=False)
+
+
+def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunContext, run: DualRun) -> tuple[str, str]:
     """Train and analyse one set-up for every seed; its metrics go in as ``name.*``. Returns its passages
     (markdown, html body) of the first seed."""
     data, training = setup.data, setup.training
@@ -116,51 +176,20 @@ def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunConte
     print(f"dual-form-lm {name}: corpus {corpus.name} ({corpus.level} level, corpus={data.corpus}): "
           f"{len(corpus.train)} train, {len(corpus.valid)} valid, {len(corpus.test)} test tokens, vocabulary "
           f"{corpus.vocab_size}, <unk> {corpus.unk_share('test'):.1%} of test tokens")
-    unigram = {split: unigram_perplexity(corpus.train, getattr(corpus, split), corpus.vocab_size, EVAL_BATCH)
-               for split in ("valid", "test")}
-    # Chance level of top_key_next_word_match: a key drawn at random continues with the predicted token as often as
-    # that token follows a training position.
-    next_word_share = np.bincount(corpus.train.ids[1:], minlength=corpus.vocab_size) / (len(corpus.train) - 1)
     passages = ("", "")
     for seed in run.seeds:
-        memory = ctx.out / "memory" / name / f"seed-{seed}"
-        trained = train_lm(training, corpus, seed, memory, run.checkpoint(f"lstm_{name}_seed{seed}"), ctx.device,
-                           ctx.progress)
-        ppl_test = perplexity(trained.model, corpus.test, training.bptt, EVAL_BATCH)
-        record = {"perplexity_valid": perplexity(trained.model, corpus.valid, training.bptt, EVAL_BATCH),
-                  "perplexity_test": ppl_test, "perplexity_unigram": unigram["test"],
-                  "perplexity_unigram_valid": unigram["valid"], "perplexity_ratio_unigram": ppl_test / unigram["test"],
-                  "unk_share_train": corpus.unk_share("train"), "unk_share_test": corpus.unk_share("test"),
-                  "train_seconds": trained.train_seconds, "n_steps": float(trained.n_steps),
-                  "n_epochs": float(trained.n_epochs)}
-        queries, layers = analyse_lm(trained.model, memory, corpus, config.analysis, trained.n_epochs, seed)
-        for a in layers:
-            row = layer_metrics(a, queries, config.analysis.top_k)
-            record.update({f"{a.name}.{k}": v for k, v in row.items()})
-            run.add_rows("layers", [{"setup": name, "layer": a.name, **row}], seed=seed)
-        record.update({"verify_max_rel_error": max(a.verification.max_rel_error for a in layers),
-                       **{k: float(np.mean([record[f"{a.name}.{k}"] for a in layers])) for k in LAYER_MEAN},
-                       "prediction_accuracy_queries": float(np.mean(queries.pred == queries.target)),
-                       "top_key_next_word_match_chance": float(np.mean(next_word_share[queries.pred]))})
-        run.record(seed, {f"{name}.{k}": v for k, v in record.items()})
-        print(f"dual-form-lm {name} seed {seed}: perplexity {ppl_test:.1f} (test) vs unigram {unigram['test']:.1f}, "
-              f"{trained.n_steps} steps in {trained.train_seconds:.0f} s")
-        if seed == config.seed:
-            heading = f"{name}: test queries and the training passages their layers attend to"
-            passages = passages_document(corpus, queries, layers, config.analysis.n_passages, setup.passage_tokens,
-                                         heading)
-            sections = passages[0].split("\n## ")
-            if len(sections) > 1:  # the first query and its passages, in the run's own output
-                print("## " + sections[1].strip())
+        result = run_setup_seed(name, setup, corpus, config, seed, run)
+        run.add_rows("layers", result.layer_rows, seed=seed)
+        run.record_part(name, seed, result.metrics)
+        if result.passages is not None:
+            passages = result.passages
             if ctx.figures:
-                lm_figures(ctx.out, layers, trained.n_steps, prefix=f"{name}.")
+                lm_figures(ctx.out, result.layers, result.n_steps, prefix=f"{name}.")
             run.add_rows("sorted_attention", [{"setup": name, "layer": a.name, "query": i, "rank": int(rank),
                                                "share": float(share)}
-                                              for a in layers for i, curve in enumerate(a.scores.curves)
+                                              for a in result.layers for i, curve in enumerate(a.scores.curves)
                                               for rank, share in zip(a.scores.curve_rank, curve)])
-        run.add_rows("curves", [{**row, "model": f"lstm-{name}"} for row in trained.curves])
-        if not config.keep_memory:
-            shutil.rmtree(memory)
+        run.add_rows("curves", result.curves)
     write_json(ctx.out / f"summary.{name}.json", {
         "corpus": corpus.name, "corpus_setting": data.corpus, "level": corpus.level, "vocab_size": corpus.vocab_size,
         "tokens": {"train": len(corpus.train), "valid": len(corpus.valid), "test": len(corpus.test)},
@@ -170,17 +199,100 @@ def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunConte
 
 
 def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
-    study_run = StudyRun(ctx, range(config.seed, config.seed + config.seeds))
+    study_run = DualRun(ctx, config)
     documents = [run_setup(name, getattr(config, name), config, ctx, study_run) for name in config.setups]
     for seed in study_run.seeds:  # the construction check's number: the worst layer of every set-up
-        metrics = study_run.per_seed[seed]
-        study_run.record(seed, {"verify_max_rel_error": max(metrics[f"{name}.verify_max_rel_error"]
-                                                            for name in config.setups)})
+        study_run.record(seed, {"verify_max_rel_error": study_run.worst(seed, "verify_max_rel_error", config.setups)})
     atomic_write_text(ctx.out / "passages.md", "\n".join(md for md, _ in documents))
     atomic_write_text(ctx.out / "passages.html", passages_page([body for _, body in documents]))
     worst = {f"{name}.verify_max_rel_error": max for name in config.setups}
     return study_run.finish(reductions={**worst, "verify_max_rel_error": max},
                             columns={"sorted_attention": ["setup", "layer", "query", "rank", "share"]})
+
+
+# ---------------------------------------------------------------------------------------------- passages and figures
+def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[LayerAnalysis], n_queries: int,
+                      before: int, heading: str) -> tuple[str, str]:
+    """``(markdown, html body)`` under ``heading``: for each of the first ``n_queries`` test queries, the words it
+    read, the predicted and the actual next token, then per layer the top-3 training passages (document title,
+    the key's token marked) by attention and by contribution to the predicted token's logit."""
+    text = corpus.text
+    gap = "" if corpus.level == "char" else " "  # a character's passage is shown as the text it is
+    md = [f"# {heading}", "",
+          f"Corpus `{corpus.name}` ({corpus.level} level). The key's token is **bold**; the model read up to it and "
+          "the token after it is the key's next token. Scores: attention |k·q + 1|, contribution (r·v)(k·q + 1); "
+          "a training position among a query's top units in several epochs is shown once (×n: its count).", ""]
+    body = [f"<h1>{html.escape(heading)}</h1>",
+            f"<p>Corpus <code>{html.escape(corpus.name)}</code> ({corpus.level} level). The key's token is "
+            "<mark>marked</mark>; the token after it is its next token.</p>"]
+    for j in range(min(n_queries, len(queries.position))):
+        p = int(queries.position[j])
+        doc = corpus.test.document[p]
+        context = text(corpus.words(corpus.test.ids[max(0, p - before):p + 1]))
+        pred, target = text([corpus.vocab[queries.pred[j]]]), text([corpus.vocab[queries.target[j]]])
+        head = f"Query {j + 1}: {corpus.titles[doc]}"
+        md += [f"## {head}", "", f"> … {context} → predicted **{pred}** (p = {queries.prob[j]:.3f}), "
+               f"actual *{target}*", ""]
+        body += [f"<h2>{html.escape(head)}</h2>",
+                 f"<blockquote>… {html.escape(context)} → predicted <b>{html.escape(pred)}</b> "
+                 f"(p = {queries.prob[j]:.3f}), actual <i>{html.escape(target)}</i></blockquote>"]
+        for a in layers:
+            for label, top in (("attention", a.scores.attention_top), ("contribution", a.scores.proponents)):
+                md.append(f"**{a.name}, top-3 by {label}**")
+                md.append("")
+                body.append(f"<h3>{html.escape(a.name)}, top-3 by {label}</h3><ol>")
+                for e in passage_entries(corpus, top, j, 3, before):
+                    meta = f"{e.title}; step {e.step}, epoch {e.epoch}; score {e.score:.4g}; ×{e.repeats}"
+                    md.append(f"1. [{meta}] … {text(e.before)}{gap}**{text([e.word])}**{gap}{text(e.after)} …")
+                    body.append(f"<li><small>[{html.escape(meta)}]</small> … {html.escape(text(e.before))}{gap}"
+                                f"<mark>{html.escape(text([e.word]))}</mark>{gap}{html.escape(text(e.after))} …</li>")
+                md.append("")
+                body.append("</ol>")
+    return "\n".join(md) + "\n", "\n".join(body)
+
+
+def passages_page(bodies: Sequence[str]) -> str:
+    """One self-contained HTML page (no scripts, no external resources) of ``passages_document`` bodies."""
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>dual-form-lm passages</title></head><body>"
+            + "\n".join(bodies) + "</body></html>\n")
+
+
+def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix: str = "") -> None:
+    """``{prefix}sorted_attention``, ``{prefix}attention_over_training`` and ``{prefix}key_removal``."""
+    fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
+    for ax, a in zip(axes[0], layers):
+        for i, curve in enumerate(a.scores.curves):
+            ax.loglog(a.scores.curve_rank, np.maximum(curve, 1e-30), lw=1, label=f"query {i + 1}")
+        ax.set_title(f"{a.name} ({a.scores.n_keys} keys)", fontsize=8)
+        ax.set_xlabel("rank of key")
+    axes[0, 0].set_ylabel("share of the query's attention")
+    axes[0, -1].legend(fontsize=6)
+    fig.suptitle("sorted attention scores |k·q + 1| per query", fontsize=9)
+    save_figure(fig, out, f"{prefix}sorted_attention")
+
+    fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
+    for ax, a in zip(axes[0], layers):
+        share = a.scores.attention_by_bin / a.scores.attention_total[:, None]
+        bins = share.shape[1]
+        centres = (np.arange(bins) + 0.5) * n_steps / bins
+        ax.plot(centres, share.mean(0), marker="o", ms=3)
+        ax.axhline(1.0 / bins, color="grey", lw=0.8, ls="--")
+        ax.set_title(a.name, fontsize=8)
+        ax.set_xlabel("training step of the key")
+    axes[0, 0].set_ylabel("share of attention (mean over queries)")
+    fig.suptitle("attention mass over training time (dashed: uniform)", fontsize=9)
+    save_figure(fig, out, f"{prefix}attention_over_training")
+
+    fig, ax = plt.subplots(figsize=(1.6 * len(layers) + 2, 3))
+    pos = np.arange(len(layers))
+    ax.bar(pos - 0.2, [a.drop_top.mean() for a in layers], 0.4, label="top-k keys by attention")
+    ax.bar(pos + 0.2, [a.drop_random.mean() for a in layers], 0.4, label="k random keys")
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_xticks(pos, [a.name for a in layers])
+    ax.set_ylabel("drop of p(predicted word)")
+    ax.legend(fontsize=7)
+    ax.set_title("removing keys from the dual sum", fontsize=9)
+    save_figure(fig, out, f"{prefix}key_removal")
 
 
 STUDY = Study(
@@ -193,5 +305,5 @@ STUDY = Study(
     headline=("wiki.perplexity_test", "wiki.perplexity_unigram", "wiki.unk_share_test", "wiki.verify_max_rel_error",
               "book.perplexity_test", "book.perplexity_unigram", "book.verify_max_rel_error"),
     presets={"paper": paper_config},
-    memory=lambda config: RunMemory(seeds_key="seeds", seeds=config.seeds),
+    memory=run_memory,
 )

@@ -22,25 +22,28 @@ need the optional extra ``attribution``; without it the run refuses at once unle
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 
 from icl_gd.core import stats
-from icl_gd.core.checkpoints import config_fingerprint
-from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
+from icl_gd.core.config import positive_int, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.progress import phase, tick
-from icl_gd.core.study import RunContext, RunMemory, Study, StudyRun
+from icl_gd.core.plotting import plt
+from icl_gd.core.study import RunContext, Study
 from icl_gd.dual.attribution import (DATTRI_METHODS, DUAL_METHODS, DattriSettings, dattri_scores, dual_scores,
                                      random_scores, require_dattri)
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.datasets import load_dataset
-from icl_gd.dual.lds import (lds, logits_of, mean_targets, random_subsets, retrain, spotlights_figure,
-                             subset_targets, top_examples, without)
+from icl_gd.dual.lds import (lds, logits_of, mean_targets, random_subsets, retrain, subset_targets, top_examples,
+                             without)
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
+from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
 
 ALL_METHODS = (*DUAL_METHODS, *DATTRI_METHODS, "random")
 
@@ -52,7 +55,7 @@ def _known_methods(name: str, value: tuple[str, ...]) -> None:
 
 
 @dataclass(frozen=True)
-class SpotlightsConfig:
+class SpotlightsConfig(DualStudyConfig):
     dataset: Literal["digits", "mnist-subset", "fashion-mnist"] = setting("digits", "the images")
     train_examples: int | None = positive_int(None, "train on the first N training images (none: all)")
     training: ClassifierTrainingConfig = setting(doc="the MLP and its recorded SGD",
@@ -72,10 +75,9 @@ class SpotlightsConfig:
     trak_projection_dim: int = positive_int(512, "TRAK: random projection size")
     influence_damping: float = setting(0.01, "influence function: λ added to the output layer's Hessian")
     seeds: int = positive_int(3, "training seeds (init and shuffles of the attributed model)")
-    seed: int = setting(0, "first seed; seeds are seed, seed+1, ...", check=require_non_negative)
 
     def __post_init__(self) -> None:
-        check_settings(self)
+        super().__post_init__()
         unknown = [m for m in self.methods if m not in DATTRI_METHODS]
         if unknown:
             raise ConfigError(f"methods: {', '.join(unknown)} not dattri methods; known: {', '.join(DATTRI_METHODS)}")
@@ -100,11 +102,11 @@ def retrain_seeds(config: SpotlightsConfig, seed: int) -> list[int]:
     return [1000 * (seed + 1) + r for r in range(config.retrain_seeds)]
 
 
-def run_seed(config: SpotlightsConfig, task: ClassificationTask, seed: int, ctx: RunContext) -> SeedResult:
-    device, n = ctx.device, task.n_train
+def run_seed(config: SpotlightsConfig, task: ClassificationTask, seed: int, store: Path,
+             device: torch.device) -> SeedResult:
+    n = task.n_train
     with phase(f"seed {seed}: recorded training and attribution"):
-        trained = train_setting(config.training, "single", (task, task), seed, ctx.out / "memory" / f"seed-{seed}",
-                                device)
+        trained = train_setting(config.training, "single", (task, task), seed, store, device)
         checkpoints, lrs = [], []
         full = retrain(config.training, task, np.arange(n), seed, device, on_epoch=lambda e, m, lr: (
             checkpoints.append({k: v.detach().clone() for k, v in m.state_dict().items()}), lrs.append(lr)))
@@ -163,10 +165,9 @@ def run(config: SpotlightsConfig, ctx: RunContext) -> dict[str, float]:
     if config.n_queries > len(data.test_y) or max(config.loo_k, default=0) >= len(data.train_y):
         raise ConfigError(f"n_queries must be at most {len(data.test_y)} and loo_k below {len(data.train_y)}")
     task = ClassificationTask(0, data, 0, 0)
-    run = StudyRun(ctx, range(config.seed, config.seed + config.seeds))
+    run = DualRun(ctx, config)
     for seed in run.seeds:
-        result = run.resumable(f"seed-{seed}", config_fingerprint(config, seed, str(ctx.device)),
-                               lambda: run_seed(config, task, seed, ctx))
+        result = run.part("single", seed, lambda store: run_seed(config, task, seed, store, ctx.device), config)
         metrics = seed_metrics(result)
         run.record(seed, metrics)
         methods = dict.fromkeys(r["method"] for r in result.lds_rows)
@@ -178,6 +179,35 @@ def run(config: SpotlightsConfig, ctx: RunContext) -> dict[str, float]:
                       reductions={"retrain_max_abs_diff": max})
 
 
+def spotlights_figure(lds_rows: Sequence[dict], loo_rows: Sequence[dict]):
+    """Left: LDS per method (mean over seeds; bars: the lowest and highest per-seed interval ends over queries).
+    Right: mean |Δ target| after removing each method's top-k examples and retraining, against k."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    methods = list(dict.fromkeys(r["method"] for r in lds_rows))
+    means = [np.mean([r["lds"] for r in lds_rows if r["method"] == m]) for m in methods]
+    lows = [np.nanmin([r["low"] if r["low"] is not None else np.nan for r in lds_rows if r["method"] == m])
+            for m in methods]
+    highs = [np.nanmax([r["high"] if r["high"] is not None else np.nan for r in lds_rows if r["method"] == m])
+             for m in methods]
+    y = np.arange(len(methods))
+    left.barh(y, means, xerr=[np.subtract(means, lows), np.subtract(highs, means)], color="tab:blue", alpha=0.7)
+    left.set_yticks(y, methods)
+    left.axvline(0, color="black", lw=0.8)
+    left.set_xlabel("LDS (Spearman, retrained subsets)")
+    left.set_title("linear datamodeling score")
+    for method in dict.fromkeys(r["method"] for r in loo_rows):
+        ks = sorted({r["k"] for r in loo_rows if r["method"] == method})
+        moves = [np.mean([abs(r["delta"]) for r in loo_rows if r["method"] == method and r["k"] == k]) for k in ks]
+        right.plot(ks, moves, marker="o", label=method, ls="--" if method == "random" else "-")
+    right.set_xscale("log")
+    right.set_xlabel("k training examples removed (top-k of each method)")
+    right.set_ylabel("mean |Δ logit of predicted class| after retraining")
+    right.set_title("leave-top-k-out")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 STUDY = Study(
     name="spotlights",
     summary="Beyond the paper: the dual form's spotlights against retraining (LDS, leave-k-out) and dattri",
@@ -186,5 +216,5 @@ STUDY = Study(
     default_threads=1,
     headline=("test_accuracy", "lds_contribution_sum", "lds_attention_sum", "lds_tracin", "lds_trak",
               "lds_influence", "lds_random", "loo_move_attention_sum_k40"),
-    memory=lambda config: RunMemory(seeds_key="seeds", seeds=config.seeds),
+    memory=run_memory,
 )

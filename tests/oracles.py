@@ -1,12 +1,12 @@
 """Test oracles: second, slower implementations kept only so tests can compare the library with them. They hold
-every unit in RAM or pass over the units once per quantity, so they are for the small memories of the tests.
+every unit in RAM or pass over the units once per quantity, so they are for the small stores of the tests.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from icl_gd.dual.units import PROVENANCE_FIELDS, DualLayer
+from icl_gd.dual.layer import PROVENANCE_FIELDS, DualLayer
 
 
 def rebuild_weights(layer: DualLayer, compact: bool = True, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
@@ -19,7 +19,7 @@ def rebuild_weights(layer: DualLayer, compact: bool = True, block_rows: int = 32
     W = layer.initial_scale_w * layer.initial_weight.astype(np.float64)
     b0 = layer.initial_bias
     b = None if b0 is None else layer.initial_scale_b * b0.astype(np.float64)
-    if compact and layer.memory.info["compressed"]:
+    if compact and layer.store.info["compressed"]:
         _, keys = layer.compact_keys()
         _, values, bias_values = layer.example_values(block_rows)
         W = W + values.T @ keys.astype(np.float64)

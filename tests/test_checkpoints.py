@@ -41,18 +41,18 @@ def test_absent_resumed_corrupt_and_stale(tmp_path):
 
 def test_language_model_sets_a_damaged_checkpoint_aside_and_finishes(tmp_path):
     config, corpus = replace(TINY, layers=1, checkpoint_every=20), random_corpus(0, documents=8, words=150)
-    reference = train_lm(config, corpus, 0, tmp_path / "whole" / "memory", tmp_path / "whole" / "ckpt.pt", CPU)
+    reference = train_lm(config, corpus, 0, tmp_path / "whole" / "store", tmp_path / "whole" / "ckpt.pt", CPU)
 
     def interrupt(step: int) -> None:
         if step == 27:
             raise KeyboardInterrupt
 
-    memory, checkpoint = tmp_path / "cut" / "memory", tmp_path / "cut" / "ckpt.pt"
+    store, checkpoint = tmp_path / "cut" / "store", tmp_path / "cut" / "ckpt.pt"
     with pytest.raises(KeyboardInterrupt):
-        train_lm(config, corpus, 0, memory, checkpoint, CPU, on_step=interrupt)
+        train_lm(config, corpus, 0, store, checkpoint, CPU, on_step=interrupt)
     checkpoint.write_bytes(checkpoint.read_bytes()[:100])
     with pytest.warns(ICLGDNotice, match="ckpt.pt is unreadable"):
-        resumed = train_lm(config, corpus, 0, memory, checkpoint, CPU)
+        resumed = train_lm(config, corpus, 0, store, checkpoint, CPU)
     assert (tmp_path / "cut" / "ckpt.pt.corrupt").exists()
     assert resumed.n_steps == reference.n_steps
     assert torch.equal(resumed.model.output.weight, reference.model.output.weight)  # trained again from scratch

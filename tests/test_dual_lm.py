@@ -14,14 +14,15 @@ from typer.testing import CliRunner
 
 from icl_gd.cli import app
 from icl_gd.constructions.dual_lm import TINY, random_corpus, verify_trained
+from icl_gd.dual.form import DualForm
 from icl_gd.dual.lm_analysis import (
     LMAnalysisConfig, make_queries, removal_drops, score_lm,
 )
 from icl_gd.dual.lm_training import batchify, train_lm
 from icl_gd.dual import text_sources as sources
 from icl_gd.dual.lstm import layer_modules
-from icl_gd.dual.storage import open_memory
-from icl_gd.dual.units import dual_layer
+from icl_gd.dual.storage import open_store
+from icl_gd.dual.layer import dual_layer
 from oracles import dense_scores, rebuild_weights
 
 CPU = torch.device("cpu")
@@ -30,7 +31,7 @@ EXACT = 1e-10
 
 def _train(tmp_path, config=TINY, seed=0, corpus=None, **kwargs):
     corpus = corpus or random_corpus(seed, documents=8, words=150)
-    return train_lm(config, corpus, seed, tmp_path / "memory", tmp_path / "checkpoint.pt", CPU, **kwargs), corpus
+    return train_lm(config, corpus, seed, tmp_path / "store", tmp_path / "checkpoint.pt", CPU, **kwargs), corpus
 
 
 @pytest.mark.parametrize("layers,momentum,clip", [(2, 0.9, 0.3), (1, 0.0, None)])
@@ -42,20 +43,20 @@ def test_float64_dual_form_equals_the_trained_lstm(tmp_path, layers, momentum, c
     for r in results:
         assert r.weight_max_rel_error <= EXACT and r.output_max_rel_error <= EXACT, r
     # Every training position of every epoch is one row per layer, with its provenance.
-    memory = open_memory(trained.memory)
+    store = open_store(trained.store)
     n_rows = batchify(corpus.train, config.batch_size).ids[1:].numel() * config.epochs
-    rows = memory["gates0"].table("rows")
+    rows = store["gates0"].table("rows")
     assert rows.rows == n_rows
     example, label = rows.column("example"), rows.column("label")
     assert np.array_equal(label, corpus.train.ids[example + 1])  # the label is the next word of the key's word
     assert np.array_equal(rows.column("task"), corpus.train.document[example])
     assert set(rows.column("epoch")) == set(range(config.epochs))
     # The stored keys are the inputs [x_t; h_{t-1}]: the embedding part is the key word's embedding.
-    keys = next(memory["gates0"].table("rows").blocks(["key"]))[1]["key"][:50]
+    keys = next(store["gates0"].table("rows").blocks(["key"]))[1]["key"][:50]
     embedded = trained.model.embedding.weight.detach().numpy()[corpus.train.ids[example[:50]]]
     assert not np.allclose(keys[:, :config.embed], embedded)  # weights moved since those rows were recorded...
     first_step = rows.column("step") == 0
-    start = dual_layer(memory["gates0"]).initial_weight  # ...but at step 0 the embedding was the initial one
+    start = dual_layer(store["gates0"]).initial_weight  # ...but at step 0 the embedding was the initial one
     assert start.shape == (4 * config.hidden, config.embed + config.hidden)
     assert first_step.sum() == config.bptt * config.batch_size
 
@@ -71,7 +72,7 @@ def test_embedding_dropout_and_a_step_budget_keep_the_dual_form_exact(tmp_path):
     results = verify_trained(trained)
     assert [r.layer for r in results] == ["gates0"]  # record_output=false: the output layer is not stored
     assert all(r.max_rel_error <= EXACT for r in results), results
-    rows = open_memory(trained.memory)["gates0"].table("rows")
+    rows = open_store(trained.store)["gates0"].table("rows")
     assert trained.n_steps == steps and trained.n_epochs == 2
     assert set(rows.column("step")) == set(range(steps)) and set(rows.column("epoch")) == {0, 1}
     keys = np.concatenate([b["key"] for _, b in rows.blocks(["key"])])[:, :config.embed]
@@ -105,12 +106,12 @@ def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         _train(tmp_path / "cut", config, corpus=corpus, on_step=interrupt)
-    manifest = json.loads((tmp_path / "cut" / "memory" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "cut" / "store" / "manifest.json").read_text())
     assert not manifest.get("closed")
     resumed, _ = _train(tmp_path / "cut", config, corpus=corpus)
     for name, module in layer_modules(resumed.model).items():
         assert torch.equal(module.weight, layer_modules(reference.model)[name].weight)
-    a, b = open_memory(reference.memory), open_memory(resumed.memory)
+    a, b = open_store(reference.store), open_store(resumed.store)
     for name in a:
         assert a[name].table("rows").rows == b[name].table("rows").rows
         assert np.array_equal(a[name].table("rows").column("example"), b[name].table("rows").column("example"))
@@ -118,10 +119,10 @@ def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
     # A finished run's checkpoint is reused: no training, same model.
     again, _ = _train(tmp_path / "cut", config, corpus=corpus)
     assert torch.equal(again.model.output.weight, resumed.model.output.weight)
-    # Without its memory (keep_memory=false) a finished checkpoint is not enough: training and recording rerun.
-    shutil.rmtree(resumed.memory)
+    # Without its store (keep_store=false) a finished checkpoint is not enough: training and recording rerun.
+    shutil.rmtree(resumed.store)
     rerun, _ = _train(tmp_path / "cut", config, corpus=corpus)
-    assert open_memory(rerun.memory)["output"].table("rows").rows == a["output"].table("rows").rows
+    assert open_store(rerun.store)["output"].table("rows").rows == a["output"].table("rows").rows
     assert torch.equal(rerun.model.output.weight, resumed.model.output.weight)
 
 
@@ -129,9 +130,9 @@ def test_blocked_scores_equal_the_dense_reference(tmp_path):
     trained, corpus = _train(tmp_path)
     config = LMAnalysisConfig(n_queries=6, context=5, top_k=4, n_passages=2, block_rows=97)
     queries = make_queries(trained.model, corpus, config)
-    memory = open_memory(trained.memory)
+    store = open_store(trained.store)
     for name in layer_modules(trained.model):
-        layer = dual_layer(memory[name])
+        layer = dual_layer(store[name])
         q, r = queries.inputs[name], queries.readouts[name]
         s = score_lm(layer, q, r, k=4, step_bins=3, n_epochs=2, n_curves=2, block_rows=97)
         attention, contribution, prov = dense_scores(layer, q, r)  # (units, nq)
@@ -146,7 +147,7 @@ def test_blocked_scores_equal_the_dense_reference(tmp_path):
         np.testing.assert_allclose(s.attention_by_epoch[:, 0], attention[prov["epoch"] == 0].sum(0), rtol=1e-5)
         np.testing.assert_allclose(s.curves[:, 0], attention.max(0)[:2] / attention.sum(0)[:2], rtol=1e-5)
     # The output layer: initial part plus Σ contributions is the predicted word's logit.
-    layer = dual_layer(memory["output"])
+    layer = dual_layer(store["output"])
     _, contribution, _ = dense_scores(layer, queries.inputs["output"], queries.readouts["output"])
     initial = (layer.initial_scale_w * queries.inputs["output"] @ layer.initial_weight.T
                + layer.initial_scale_b * layer.initial_bias)[np.arange(6), queries.pred]
@@ -158,9 +159,10 @@ def test_blocked_scores_equal_the_dense_reference(tmp_path):
 def test_removal_of_output_keys_matches_the_dual_sum(tmp_path):
     trained, corpus = _train(tmp_path)
     queries = make_queries(trained.model, corpus, LMAnalysisConfig(n_queries=4, context=5))
-    layer = dual_layer(open_memory(trained.memory)["output"])
+    layer = dual_layer(open_store(trained.store)["output"])
     selected = np.array([[0, 5, 9], [1, 2, 3], [7, 7, 8], [100, 200, 300]])
-    drops = removal_drops(trained.model, trained.model.output, layer, queries, selected)
+    form = DualForm(trained.store, trained.model, layer_modules(trained.model))
+    drops = removal_drops(form, "output", queries, selected)
     key, value, bias = layer.gather(selected.reshape(-1))
     blocks = list(layer.blocks(block_rows=50))  # the units as the blocked reader gives them
     np.testing.assert_array_equal(key.reshape(12, -1), np.concatenate([b.key for b in blocks])[selected.reshape(-1)])

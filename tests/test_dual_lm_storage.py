@@ -1,4 +1,4 @@
-"""The memory store features dual-form-lm added: background chunk writes, snapshot and resume."""
+"""The store store features dual-form-lm added: background chunk writes, snapshot and resume."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from icl_gd.dual import storage
-from icl_gd.dual.storage import Column, MemoryWriter, open_memory
+from icl_gd.dual.storage import Column, StoreWriter, open_store
 from icl_gd.core.errors import ConfigError
 
 COLUMNS = [Column("key", "float32", 3), Column("step", "int64")]
@@ -17,8 +17,8 @@ def _rows(start: int, n: int) -> dict[str, np.ndarray]:
             "step": np.arange(start, start + n)}
 
 
-def _writer(root, background: bool, resume=None) -> MemoryWriter:
-    writer = MemoryWriter(root, chunk_rows=7, resume=resume, background=background)
+def _writer(root, background: bool, resume=None) -> StoreWriter:
+    writer = StoreWriter(root, chunk_rows=7, resume=resume, background=background)
     if resume is None:
         writer.add_layer("layer", {"in_features": 3})
         writer.add_table("layer", "rows", COLUMNS)
@@ -26,7 +26,7 @@ def _writer(root, background: bool, resume=None) -> MemoryWriter:
 
 
 def _table(root):
-    table = open_memory(root)["layer"].table("rows")
+    table = open_store(root)["layer"].table("rows")
     return table.column("key"), table.column("step"), table.chunk_rows
 
 
@@ -58,7 +58,7 @@ def test_resume_from_a_snapshot_drops_later_chunks(tmp_path, background):
     key, step, chunks = _table(root)
     assert np.array_equal(step, np.arange(13)) and chunks == (9, 4)
     with pytest.raises(ConfigError, match="cannot resume"):
-        MemoryWriter(root, resume={**snapshot, "closed": True})
+        StoreWriter(root, resume={**snapshot, "closed": True})
 
 
 def test_a_failed_background_write_raises_in_the_caller(tmp_path, monkeypatch):

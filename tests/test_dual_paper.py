@@ -14,26 +14,26 @@ import torch
 
 from icl_gd.dual import datasets
 from icl_gd.dual.analysis import (
-    Analysis, AnalysisConfig, SpotlightScores, _spotlight, figure_query_indices, split_votes, spotlights, vote_table,
+    Analysis, AnalysisConfig, SpotlightScores, _spotlight, figure_query_indices, spotlights,
 )
 from icl_gd.core.checkpoints import load_checkpoint, save_checkpoint
 from icl_gd.core.errors import ICLGDNotice
-from icl_gd.dual.runs import SettingResult
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.queries import score_queries
+from icl_gd.dual.scan import ScoreFunction, score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
-from icl_gd.dual.storage import open_memory
-from icl_gd.dual.units import dual_layer
+from icl_gd.dual.storage import open_store
+from icl_gd.dual.layer import dual_layer
 from icl_gd.core.study import RunContext, resolve_study_config
 from icl_gd.studies import dual_form, get_study
+from icl_gd.studies.dual_form import SettingResult, split_votes, vote_table
 from oracles import dense_scores
 
 
 def test_spotlights_match_a_dense_recomputation(tmp_path):
     tasks = TaskPairConfig(dataset="digits", train_examples=30).build()
     config = ClassifierTrainingConfig(hidden=6, epochs=2, batch_size=20)
-    train_setting(config, "joint", tasks, seed=0, memory=tmp_path, device=torch.device("cpu"))
-    layer = dual_layer(open_memory(tmp_path)["hidden"])
+    train_setting(config, "joint", tasks, seed=0, store=tmp_path, device=torch.device("cpu"))
+    layer = dual_layer(open_store(tmp_path)["hidden"])
     queries = np.random.default_rng(0).normal(size=(3, 6))
     spot = spotlights(layer, queries, AnalysisConfig(spotlight_keys=4, recent_steps=2, top_k=5),
                       n_tasks=2, n_classes=20, n_examples=60)
@@ -111,21 +111,21 @@ def test_figure_queries_are_correct_and_misclassified_per_task():
 
 
 def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
-    """analyse collects the figure queries' spotlights on score_queries's pass over the units (on_block): the same
+    """analyse collects the figure queries' spotlights on score_queries's pass over the units (a scorer): the same
     float32 units as spotlights' own pass. The blocks differ in size here, and a float32 product's last bit may
     depend on its shape (it did on an AVX-512 CPU), so scores agree to float32 round-off; step numbers exactly."""
     tasks = TaskPairConfig(dataset="digits", train_examples=30).build()
     train_setting(ClassifierTrainingConfig(hidden=6, epochs=2, batch_size=20), "joint", tasks, seed=0,
-                  memory=tmp_path, device=torch.device("cpu"))
-    layer = dual_layer(open_memory(tmp_path)["hidden"])
+                  store=tmp_path, device=torch.device("cpu"))
+    layer = dual_layer(open_store(tmp_path)["hidden"])
     queries = np.random.default_rng(1).normal(size=(5, 6))
     config = AnalysisConfig(spotlight_keys=4, recent_steps=2, top_k=5)
     shape = {"n_tasks": 2, "n_classes": 20, "n_examples": 60}
     collected = SpotlightScores(layer, queries[[0, 3]])
     seen = []
     score_queries(layer, queries, np.ones((5, 6)), k=3, n_classes=20, n_tasks=2, n_epochs=2, block_rows=7,
-                  on_block=lambda block: (seen.append(len(block.row)), collected.add(block)))
-    assert sum(seen) == layer.memory.table("rows").rows and len(seen) > 2
+                  scorers=[collected, ScoreFunction(lambda block, attention, contribution: seen.append(len(block.row)))])
+    assert sum(seen) == layer.store.table("rows").rows and len(seen) > 2
     fused = collected.spotlight(config, **shape)
     alone = spotlights(layer, queries[[0, 3]], config, **shape)
     np.testing.assert_allclose(fused.sorted_scores, alone.sorted_scores, rtol=1e-6, atol=0)  # NaN padding equal too
@@ -238,7 +238,7 @@ def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch
     for setting in ("single", "joint", "continual"):
         for name in ("sorted_scores", "recent_attention", "query_attention"):
             assert list((out / "figures").glob(f"{name}_{setting}*.png")), (name, setting)
-    assert not (out / "memory" / "joint" / "seed-0").exists()  # keep_memory=false in the paper preset
+    assert not (out / "store" / "joint" / "seed-0").exists()  # keep_store=false in the paper preset
     assert not (out / "removal.csv").exists()  # the paper preset measures no removals
     header = (out / "vote_accuracy.csv").read_text().splitlines()[0].split(",")
     assert {"vote_agrees_with_label_misclassified", "vote_agrees_with_label_misclassified_std", "n_runs"} <= set(header)
@@ -246,7 +246,7 @@ def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch
     def no_training(*args, **kwargs):
         raise AssertionError("a saved result was trained again")
 
-    monkeypatch.setattr(dual_form, "run_setting", no_training)
+    monkeypatch.setattr(dual_form, "train_setting", no_training)
     monkeypatch.setattr(dual_form, "setting_figures", lambda *args: None)  # drawn and checked above; slow
     again = study.run(config, RunContext(out, torch.device("cpu"), progress=False))
     assert again.keys() == mean.keys()

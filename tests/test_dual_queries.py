@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from icl_gd.constructions.dual_form import DualCase, train_recorded
-from icl_gd.dual.queries import (
-    layer_queries, score_queries, vote, vote_agreement,
+from icl_gd.dual.scan import (
+    score_queries, vote, vote_agreement,
 )
-from icl_gd.dual.units import dual_layer
+from icl_gd.dual.layer import dual_layer
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
+from icl_gd.dual.form import DualForm
+from icl_gd.dual.training import LAYERS
 from oracles import dense_scores
 
 
@@ -23,14 +25,14 @@ def run(tmp_path_factory):
 
 def _queries(run):
     x = run.inputs[:7]
-    logits, inputs, readouts = layer_queries(run.model, run.modules, x)
-    return logits, [i.numpy() for i in inputs], [r.numpy() for r in readouts]
+    batch = run.dual_form().inputs(x)
+    return batch.logits, [batch.query(n) for n in LAYERS], [batch.readout(n) for n in LAYERS]
 
 
 @pytest.mark.parametrize("name,index", [("input", 0), ("hidden", 1), ("output", 2)])
 def test_blocked_scoring_equals_dense(run, name, index):
     _, inputs, readouts = _queries(run)
-    layer = dual_layer(run.memory[name])
+    layer = dual_layer(run.store[name])
     k = 5
     s = score_queries(layer, inputs[index], readouts[index], k=k, n_classes=3, n_tasks=1, n_epochs=3,
                       n_examples=40, block_rows=7, dtype=torch.float64)
@@ -60,7 +62,7 @@ def test_blocked_scoring_equals_dense(run, name, index):
 
 def test_float32_scoring_close_to_float64(run):
     _, inputs, readouts = _queries(run)
-    layer = dual_layer(run.memory["hidden"])
+    layer = dual_layer(run.store["hidden"])
     s32 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16)
     s64 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, dtype=torch.float64)
     np.testing.assert_allclose(s32.attention_by_class, s64.attention_by_class, rtol=1e-5)
@@ -74,7 +76,7 @@ def test_float32_scoring_close_to_float64(run):
 
 def test_bfloat16_products_are_close_to_float32(run):
     _, inputs, readouts = _queries(run)
-    layer = dual_layer(run.memory["hidden"])
+    layer = dual_layer(run.store["hidden"])
     s32 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16)
     bf16 = score_queries(layer, inputs[1], readouts[1], n_classes=3, n_epochs=3, block_rows=16,
                          matmul_dtype=torch.bfloat16)
@@ -88,7 +90,7 @@ def test_bfloat16_products_are_close_to_float32(run):
 
 def test_output_layer_contributions_sum_to_predicted_logit(run):
     logits, inputs, readouts = _queries(run)
-    layer = dual_layer(run.memory["output"])
+    layer = dual_layer(run.store["output"])
     s = score_queries(layer, inputs[2], readouts[2], n_classes=3, n_epochs=3, dtype=torch.float64)
     pred = logits.argmax(1).numpy()
     initial = layer.initial_scale_w * inputs[2] @ layer.initial_weight.T + layer.initial_scale_b * layer.initial_bias
@@ -104,8 +106,8 @@ def test_vote_functions():
 
 
 def test_removing_every_key_leaves_scaled_initial_weights(run):
-    for name, module in zip(run.memory, run.modules):
-        layer = dual_layer(run.memory[name])
+    for name, module in zip(run.store, run.modules):
+        layer = dual_layer(run.store[name])
         dW, db = removal_delta(layer, UnitSelection())
         W = module.weight.detach().numpy()
         np.testing.assert_allclose(W - dW, layer.initial_scale_w * layer.initial_weight, rtol=0, atol=1e-13)
@@ -114,7 +116,7 @@ def test_removing_every_key_leaves_scaled_initial_weights(run):
 
 
 def test_removal_by_parts_adds_up_and_restores_exactly(run):
-    layer = dual_layer(run.memory["output"])
+    layer = dual_layer(run.store["output"])
     total, _ = removal_delta(layer, UnitSelection())
     parts = sum(removal_delta(layer, UnitSelection(classes=(c,)))[0] for c in range(3))
     np.testing.assert_allclose(parts, total, rtol=0, atol=1e-13)
@@ -139,7 +141,7 @@ def test_removal_by_parts_adds_up_and_restores_exactly(run):
 
 def test_scoring_errors(run):
     _, inputs, readouts = _queries(run)
-    layer = dual_layer(run.memory["output"])
+    layer = dual_layer(run.store["output"])
     with pytest.raises(ConfigError, match=r"queries must be \(nq, 8\)"):
         score_queries(layer, inputs[0], readouts[2])
     with pytest.raises(ConfigError, match=r"readouts must be \(7, 3\)"):
@@ -151,4 +153,4 @@ def test_scoring_errors(run):
     with pytest.raises(ConfigError, match="n_examples=10"):
         score_queries(layer, inputs[2], readouts[2], n_classes=3, n_epochs=3, n_examples=10)
     with pytest.raises(ConfigError, match="not used"):
-        layer_queries(run.model, [torch.nn.Linear(2, 2)], run.inputs[:2])
+        DualForm(run.store, run.model, {"input": torch.nn.Linear(2, 2)}).inputs(run.inputs[:2])

@@ -8,10 +8,11 @@ import torch
 
 from icl_gd.dual.datasets import ImageDataset
 from icl_gd.dual import classifier
-from icl_gd.dual.analysis import Analysis, AnalysisConfig, Queries, analyse, headline, verification_table, vote_table
+from icl_gd.dual.analysis import Analysis, AnalysisConfig, Queries, analyse
+from icl_gd.studies.dual_form import headline, verification_table, vote_table
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.settings import ClassifierTrainingConfig, phases, tasks_in, train_setting, training_set
-from icl_gd.dual.storage import open_memory
+from icl_gd.dual.storage import open_store
 from icl_gd.dual.verification import DualVerification
 from icl_gd.core.errors import ConfigError
 
@@ -50,9 +51,9 @@ def test_phases_of_each_setting():
 
 
 def test_continual_training_records_task0_then_task1(tmp_path):
-    trained = train_setting(TINY, "continual", TASKS, seed=0, memory=tmp_path, device=torch.device("cpu"))
+    trained = train_setting(TINY, "continual", TASKS, seed=0, store=tmp_path, device=torch.device("cpu"))
     assert trained.model.output.out_features == 20 and trained.n_epochs == 4
-    rows = open_memory(tmp_path)["hidden"].table("rows")
+    rows = open_store(tmp_path)["hidden"].table("rows")
     task, epoch, label = rows.column("task"), rows.column("epoch"), rows.column("label")
     assert rows.rows == 2 * 2 * 50  # two phases × two epochs × 50 images
     assert set(epoch[task == 0].tolist()) == {0, 1} and set(epoch[task == 1].tolist()) == {2, 3}
@@ -67,14 +68,14 @@ def test_continual_training_records_task0_then_task1(tmp_path):
 
 def test_steps_cap_is_per_phase(tmp_path):
     capped = ClassifierTrainingConfig(hidden=8, epochs=2, steps=3, batch_size=10)
-    trained = train_setting(capped, "continual", TASKS, seed=1, memory=tmp_path, device=torch.device("cpu"))
-    memory = open_memory(tmp_path)
-    assert memory["output"].info["n_steps"] == 2 * 3
+    trained = train_setting(capped, "continual", TASKS, seed=1, store=tmp_path, device=torch.device("cpu"))
+    store = open_store(tmp_path)
+    assert store["output"].info["n_steps"] == 2 * 3
     assert trained.curves[-1]["step"] == 6
 
 
 def test_analyse_on_a_joint_run(tmp_path):
-    trained = train_setting(TINY, "joint", TASKS, seed=0, memory=tmp_path, device=torch.device("cpu"))
+    trained = train_setting(TINY, "joint", TASKS, seed=0, store=tmp_path, device=torch.device("cpu"))
     analysis = analyse(AnalysisConfig(n_queries=5, n_figure_queries=1, top_k=2), trained, TASKS)
     m = analysis.metrics
     assert m["verify_max_rel_error"] < 1e-10  # float64 keys on digits
@@ -138,17 +139,17 @@ def test_shared_head_puts_both_tasks_on_the_same_outputs(tmp_path):
     shared = TaskPairConfig(dataset="digits", train_examples=50, head="shared").build()
     assert (shared[0].label_offset, shared[1].label_offset) == (0, 0)
     assert (shared[0].id_offset, shared[1].id_offset) == (0, 50)
-    trained = train_setting(TINY, "joint", shared, seed=0, memory=tmp_path, device=torch.device("cpu"))
+    trained = train_setting(TINY, "joint", shared, seed=0, store=tmp_path, device=torch.device("cpu"))
     assert trained.model.output.out_features == 10
-    labels = open_memory(tmp_path)["output"].table("rows").column("label")
+    labels = open_store(tmp_path)["output"].table("rows").column("label")
     assert labels.max() < 10
 
 
 def test_single_task_one_trains_on_the_second_task(tmp_path):
-    trained = train_setting(TINY, "single", TASKS, seed=0, memory=tmp_path, device=torch.device("cpu"),
+    trained = train_setting(TINY, "single", TASKS, seed=0, store=tmp_path, device=torch.device("cpu"),
                             single_task=1)
     assert trained.tasks == (TASKS[1],) and set(trained.accuracies) == {"task1_accuracy", "test_accuracy"}
-    rows = open_memory(tmp_path)["hidden"].table("rows")
+    rows = open_store(tmp_path)["hidden"].table("rows")
     assert set(rows.column("task").tolist()) == {1} and rows.column("example").min() >= 50
     assert trained.model.output.out_features == 20  # stacked head: task 1's labels are 10..19
     with pytest.raises(ConfigError, match="single_task"):
@@ -158,12 +159,12 @@ def test_single_task_one_trains_on_the_second_task(tmp_path):
 def test_epochs_none_runs_as_many_epochs_as_the_step_cap_needs(tmp_path):
     # 50 images per task, batch 20: 3 mini-batches per epoch; 7 steps need 3 epochs, 4 steps need 2
     config = ClassifierTrainingConfig(hidden=8, epochs=None, steps=7, continual_phase_steps=4, batch_size=20)
-    single = train_setting(config, "single", TASKS, seed=0, memory=tmp_path / "s", device=torch.device("cpu"))
+    single = train_setting(config, "single", TASKS, seed=0, store=tmp_path / "s", device=torch.device("cpu"))
     assert single.n_epochs == 3 and single.phase_starts == (0,)
-    assert open_memory(tmp_path / "s")["output"].info["n_steps"] == 7
-    continual = train_setting(config, "continual", TASKS, seed=0, memory=tmp_path / "c", device=torch.device("cpu"))
+    assert open_store(tmp_path / "s")["output"].info["n_steps"] == 7
+    continual = train_setting(config, "continual", TASKS, seed=0, store=tmp_path / "c", device=torch.device("cpu"))
     assert continual.n_epochs == 4 and continual.phase_starts == (0, 4)
-    rows = open_memory(tmp_path / "c")["output"].table("rows")
+    rows = open_store(tmp_path / "c")["output"].table("rows")
     step, task, epoch = rows.column("step"), rows.column("task"), rows.column("epoch")
     assert step.max() == 7 and set(step[task == 1].tolist()) == {4, 5, 6, 7}
     assert set(epoch[task == 1].tolist()) == {2, 3}  # task 1's epochs follow task 0's two

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from icl_gd.core import results
-from icl_gd.dual.storage import Column, MemoryWriter, open_memory
+from icl_gd.dual.storage import Column, StoreWriter, open_store
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 COLUMNS = [Column("key", "float16", 5), Column("error", "float32", 3), Column("example", "int64")]
 
 
 def _writer(tmp_path, chunk_rows=4):
-    w = MemoryWriter(tmp_path / "mem", chunk_rows=chunk_rows)
+    w = StoreWriter(tmp_path / "mem", chunk_rows=chunk_rows)
     w.add_layer("fc1", {"in_features": 5})
     w.add_table("fc1", "rows", COLUMNS)
     return w
@@ -34,8 +34,8 @@ def test_roundtrip_across_chunks(tmp_path):
         w.append("fc1", "rows", rows)
     w.save_array("fc1", "initial_weight", np.eye(3, 5))
     w.close()
-    memory = open_memory(tmp_path / "mem")
-    table = memory["fc1"].table("rows")
+    store = open_store(tmp_path / "mem")
+    table = store["fc1"].table("rows")
     assert table.rows == 12 and len(table.chunks) == 3  # flushed at 6, 11, then the final 1
     keys = np.concatenate([r["key"] for r in written]).astype(np.float16)
     np.testing.assert_array_equal(table.column("key"), keys)
@@ -45,8 +45,8 @@ def test_roundtrip_across_chunks(tmp_path):
     blocks = list(table.blocks(["example"], block_rows=4))
     assert [b[0] for b in blocks] == [0, 4, 6, 10, 11]
     np.testing.assert_array_equal(np.concatenate([b[1]["example"] for b in blocks]), np.arange(12))
-    np.testing.assert_array_equal(memory["fc1"].array("initial_weight"), np.eye(3, 5))
-    assert memory["fc1"].info == {"in_features": 5}
+    np.testing.assert_array_equal(store["fc1"].array("initial_weight"), np.eye(3, 5))
+    assert store["fc1"].info == {"in_features": 5}
 
 
 def test_unlisted_files_are_invisible(tmp_path):
@@ -57,7 +57,7 @@ def test_unlisted_files_are_invisible(tmp_path):
     # A chunk file that a crashed writer renamed into place but never listed, and a stray temporary file.
     np.save(tmp_path / "mem" / "fc1" / "rows-00001.key.npy", np.zeros((9, 5), np.float16))
     (tmp_path / "mem" / "fc1" / ".rows-00002.key.npy.123.tmp").write_bytes(b"\x93NUMPY partial")
-    table = open_memory(tmp_path / "mem")["fc1"].table("rows")
+    table = open_store(tmp_path / "mem")["fc1"].table("rows")
     assert table.rows == 4
     np.testing.assert_array_equal(table.column("example"), np.arange(4))
     manifest = json.loads((tmp_path / "mem" / "manifest.json").read_text())
@@ -84,7 +84,7 @@ def test_failed_chunk_write_leaves_manifest_and_no_final_file(tmp_path, monkeypa
     assert (tmp_path / "mem" / "manifest.json").read_text() == before
     files = sorted(p.name for p in (tmp_path / "mem" / "fc1").iterdir())
     assert "rows-00001.error.npy" not in files and not any(f.endswith(".tmp") for f in files)
-    assert open_memory(tmp_path / "mem")["fc1"].table("rows").rows == 4
+    assert open_store(tmp_path / "mem")["fc1"].table("rows").rows == 4
 
 
 def test_schema_errors(tmp_path):
@@ -107,12 +107,12 @@ def test_schema_errors(tmp_path):
     with pytest.raises(ConfigError, match="directory name"):
         w.add_layer("a/b", {})
     with pytest.raises(ConfigError, match="chunk_rows"):
-        MemoryWriter(tmp_path / "other", chunk_rows=0)
+        StoreWriter(tmp_path / "other", chunk_rows=0)
     with pytest.raises(ConfigError, match="already holds"):
-        MemoryWriter(tmp_path / "mem")
+        StoreWriter(tmp_path / "mem")
     w.close()  # nothing valid was buffered by the failed appends
-    assert open_memory(tmp_path / "mem")["fc1"].table("rows").rows == 0
-    with pytest.raises(DatasetNotFoundError, match="no dual memory"):
-        open_memory(tmp_path / "absent")
+    assert open_store(tmp_path / "mem")["fc1"].table("rows").rows == 0
+    with pytest.raises(DatasetNotFoundError, match="no key store"):
+        open_store(tmp_path / "absent")
     with pytest.raises(ConfigError, match="no table"):
-        open_memory(tmp_path / "mem")["fc1"].table("steps")
+        open_store(tmp_path / "mem")["fc1"].table("steps")

@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, TheirScoreTotals, analyse, attention_per_key,
-                                  restricted_accuracies, table1_metrics, table1_rows, table1_split)
+                                  restricted_accuracies, table1_metrics, table1_split)
+from icl_gd.studies.dual_form import table1_rows
 from icl_gd.dual.classifier import TaskPairConfig, accuracy
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
-from icl_gd.dual.storage import open_memory
+from icl_gd.dual.storage import open_store
 from icl_gd.dual.training import LAYERS
-from icl_gd.dual.units import dual_layer
+from icl_gd.dual.layer import dual_layer
 
 TASKS = TaskPairConfig(dataset="digits", train_examples=50).build()
 # weight decay on: restricting to no key must then give the initial weights times decay's shrinkage, not W_0
@@ -47,16 +48,16 @@ def test_attention_per_key_is_one_for_attention_by_count_and_scales_with_it():
 
 @pytest.fixture(scope="module")
 def continual(tmp_path_factory):
-    memory = tmp_path_factory.mktemp("continual")
-    trained = train_setting(TINY, "continual", TASKS, seed=0, memory=memory, device=torch.device("cpu"))
-    store = open_memory(trained.memory)
+    store = tmp_path_factory.mktemp("continual")
+    trained = train_setting(TINY, "continual", TASKS, seed=0, store=store, device=torch.device("cpu"))
+    store = open_store(trained.store)
     return trained, [dual_layer(store[name]) for name in LAYERS]
 
 
 def test_restricting_to_every_key_is_the_trained_model(continual):
     trained, layers = continual
     n_steps = layers[0].n_steps
-    out = restricted_accuracies(trained, layers, n_steps, "r")
+    out = restricted_accuracies(trained, trained.dual_form(), n_steps, "r")
     for t in trained.tasks:
         full = accuracy(trained.model, t)
         assert all(out[f"r.{name}.task{t.index}_accuracy"] == full for name in (*LAYERS, "all"))
@@ -128,7 +129,7 @@ def test_their_score_vote_sums_abs_k_dot_q_without_the_bias_offset_per_class(con
     trained, layers = continual
     layer = layers[1]  # hidden: keys are post-ReLU, so k·q + 1 and k·q order classes differently
     rng = np.random.default_rng(0)
-    q = rng.normal(size=(5, int(layer.memory.info["in_features"])))
+    q = rng.normal(size=(5, int(layer.store.info["in_features"])))
     C = trained.model.output.out_features
     theirs = TheirScoreTotals(q, C)
     keys, labels = [], []

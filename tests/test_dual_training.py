@@ -1,4 +1,4 @@
-"""The one recorded loop: steps cap, schedule per step or per epoch, callbacks, divergence, provenance."""
+"""The one SGD loop: steps cap, schedule per step or per epoch, callbacks, divergence, provenance."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.storage import open_memory
-from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.storage import open_store
+from icl_gd.dual.training import EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
 from icl_gd.core.errors import DivergenceError
 
 N, D, C = 20, 4, 3
@@ -27,19 +27,19 @@ def _setup(tmp_path, lr=0.1, gamma=0.5, step_size=1):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.5)
     schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=step_size, gamma=gamma)
     recorder = DualRecorder(mlp_layers([model[0], model[2], model[4]]), opt, tmp_path, key_dtype="float64")
-    return RecordedSGD(model, opt, schedule, recorder), data, g
+    return SGDRun(model, opt, schedule, recorder), data, g
 
 
 def test_epoch_schedule_steps_cap_and_callbacks(tmp_path):
     run, data, g = _setup(tmp_path)
     steps, epochs = [], []
     train_epochs(run, data, EpochLoop(epochs=3, batch_size=6, max_steps=5), g, first_epoch=2,
-                 on_step=lambda step, loss: steps.append(step), on_epoch=epochs.append)
+                 on_step=lambda step, loss: steps.append(step), on_epoch=lambda epoch, lr: epochs.append(epoch))
     run.recorder.close()
     assert steps == [1, 2, 3, 4, 5]  # capped at 5 of the 4 + 4 + 4 mini-batches
     assert epochs == [2, 3, 4]  # every epoch still ends, numbered from first_epoch
     assert run.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)  # stepped once per epoch
-    rows = open_memory(tmp_path)["output"].table("rows")
+    rows = open_store(tmp_path)["output"].table("rows")
     assert rows.rows == 20 + 6  # epoch 2: all 20 examples, epoch 3: one batch of 6 before the cap
     np.testing.assert_array_equal(np.unique(rows.column("epoch")), [2, 3])
     example, task, label = rows.column("example"), rows.column("task"), rows.column("label")
@@ -54,7 +54,7 @@ def test_step_schedule_and_sum_reduction(tmp_path):
     run.recorder.close()
     assert run.recorder.step == 4
     assert run.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**2)  # StepLR(2) after 4 steps
-    errors = open_memory(tmp_path)["output"].table("rows").column("error")
+    errors = open_store(tmp_path)["output"].table("rows").column("error")
     # Summed cross-entropy: each row's error is softmax - one-hot (L1 norm 2(1 - p_label), about 4/3 at the start
     # with 3 classes); the mean over a batch of 10 would divide it by 10.
     np.testing.assert_allclose(errors.sum(1), 0, atol=1e-12)
@@ -65,7 +65,7 @@ def test_clipping_bounds_the_recorded_gradient_scale(tmp_path):
     run, data, g = _setup(tmp_path)
     train_epochs(run, data, EpochLoop(epochs=1, batch_size=5, grad_clip=1e-3), g)
     run.recorder.close()
-    scale = open_memory(tmp_path)["hidden"].table("steps").column("w_scale")
+    scale = open_store(tmp_path)["hidden"].table("steps").column("w_scale")
     assert np.all(scale < 0.1)  # every step was clipped and the recorder saw it
 
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from icl_gd.constructions.dual_form import DualCase, layer_inputs, train_recorded, verify_run
+from icl_gd.constructions.dual_form import DualCase, train_recorded, verify_run
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
-from icl_gd.dual.storage import open_memory
-from icl_gd.dual.units import dual_layer, step_coefficients
+from icl_gd.dual.storage import open_store
+from icl_gd.dual.layer import dual_layer, step_coefficients
 from icl_gd.dual.verification import rebuild_and_outputs, verify_layer
 from icl_gd.core.errors import ConfigError, VerificationError
 from oracles import dual_outputs, rebuild_weights
@@ -41,11 +41,11 @@ def test_sgd_dual_form_is_exact_in_float64(tmp_path, name):
         assert r.weight_max_rel_error <= EXACT, (r.layer, r.weight_max_rel_error)
         assert r.output_max_rel_error <= EXACT, (r.layer, r.output_max_rel_error)
         assert r.max_unexplained_share <= 1e-9
-    steps = run.memory["output"].table("steps")
+    steps = run.store["output"].table("steps")
     if case.clip_norm is not None and case.clip_norm < 1:
         assert steps.column("w_scale").min() < 0.9  # clipping really happened and was accounted for
-    assert run.memory["hidden"].info["max_gradient_residual"] < 1e-12
-    assert run.memory["input"].info["n_steps"] == case.epochs * (case.n_examples // case.batch_size)
+    assert run.store["hidden"].info["max_gradient_residual"] < 1e-12
+    assert run.store["input"].info["n_steps"] == case.epochs * (case.n_examples // case.batch_size)
 
 
 def test_float32_training_float32_keys(tmp_path):
@@ -57,7 +57,7 @@ def test_float32_training_float32_keys(tmp_path):
 
 def test_float16_keys_are_approximate_but_close(tmp_path):
     run = train_recorded(DualCase(), tmp_path, key_dtype="float16")
-    assert run.memory["hidden"].table("rows").column("key").dtype == np.float16
+    assert run.store["hidden"].table("rows").column("key").dtype == np.float16
     for r in verify_run(run):
         assert 0 < r.max_rel_error < 5e-3
 
@@ -67,17 +67,17 @@ def test_adam_residual_is_reported(tmp_path):
     for r in verify_run(run):
         assert not r.exact
         assert r.weight_max_rel_error > 1e-3
-        assert r.unexplained_share.shape == (run.memory[r.layer].info["out_features"],)
+        assert r.unexplained_share.shape == (run.store[r.layer].info["out_features"],)
         assert 0.01 < r.max_unexplained_share < 10
-    kinds = run.memory["output"].table("steps").column("w_kind")
+    kinds = run.store["output"].table("steps").column("w_kind")
     assert set(kinds.tolist()) == {1.0}
 
 
 def test_compressed_layer_compact_equals_per_unit_sum(tmp_path):
     run = train_recorded(DualCase(), tmp_path)
-    layer = dual_layer(run.memory["input"])
-    assert run.memory["input"].table("keys").rows == DualCase().n_examples  # one key per example
-    assert run.memory["input"].table("rows").rows == DualCase().n_examples * DualCase().epochs
+    layer = dual_layer(run.store["input"])
+    assert run.store["input"].table("keys").rows == DualCase().n_examples  # one key per example
+    assert run.store["input"].table("rows").rows == DualCase().n_examples * DualCase().epochs
     W_compact, b_compact = rebuild_weights(layer, compact=True)
     W_units, b_units = rebuild_weights(layer, compact=False)
     np.testing.assert_allclose(W_compact, W_units, rtol=0, atol=1e-13)
@@ -90,14 +90,14 @@ def test_one_pass_verification_gives_the_bits_of_the_separate_passes(tmp_path):
     (a different product or summation order would move the reported errors), and example_values must add each
     example's values in row order as np.add.at does. Small blocks: every layer spans several blocks."""
     run = train_recorded(DualCase(), tmp_path, key_dtype="float16")
-    queries = layer_inputs(run, run.inputs[:5])
-    for name, q in zip(("input", "hidden", "output"), queries):
-        layer = dual_layer(run.memory[name])
+    batch = run.dual_form().inputs(run.inputs[:5], readouts=False)
+    for name, q in zip(("input", "hidden", "output"), (batch.query(n) for n in ("input", "hidden", "output"))):
+        layer = dual_layer(run.store[name])
         W, b, out = rebuild_and_outputs(layer, q, block_rows=7)
         W_ref, b_ref = rebuild_weights(layer, block_rows=7)
         assert np.array_equal(W, W_ref) and np.array_equal(b, b_ref), name
         assert np.array_equal(out, dual_outputs(layer, q, block_rows=7)), name
-    layer = dual_layer(run.memory["input"])
+    layer = dual_layer(run.store["input"])
     ids, values, bias_values = layer.example_values(block_rows=7)
     expected, expected_bias = np.zeros_like(values), np.zeros_like(bias_values)
     for block in layer.blocks(block_rows=7):
@@ -128,19 +128,19 @@ def test_intermediate_steps_and_unstepped_rows(tmp_path):
     with recorder.batch(Provenance(torch.arange(3), torch.zeros(3, dtype=torch.int64), task=0, epoch=0)):
         model(x[:3]).sum().backward()  # recorded rows with no optimizer step after them
     recorder.close()
-    memory = open_memory(tmp_path)["fc"]
-    assert memory.table("rows").rows == 33
+    store = open_store(tmp_path)["fc"]
+    assert store.table("rows").rows == 33
     for t, (W, b) in enumerate(snapshots):
-        result = verify_layer(dual_layer(memory, upto=t), x.numpy(), W.numpy(), b.numpy())
+        result = verify_layer(dual_layer(store, upto=t), x.numpy(), W.numpy(), b.numpy())
         assert result.max_rel_error <= EXACT, (t, result.max_rel_error)
     with pytest.raises(ConfigError, match="upto=7"):
-        dual_layer(memory, upto=7)
+        dual_layer(store, upto=7)
 
 
 def test_step_coefficients_closed_form_plain_sgd(tmp_path):
     """Without momentum, c_s = -η_s Π_{t>s} (1 - η_t λ) and a = Π_t (1 - η_t λ)."""
     run = train_recorded(DualCase(momentum=0.0, clip_norm=None, epochs=2), tmp_path)
-    steps = run.memory["output"].table("steps")
+    steps = run.store["output"].table("steps")
     a, c = step_coefficients(steps, "w")
     eta = steps.column("w_lr")
     lam = DualCase().weight_decay
@@ -174,7 +174,7 @@ def test_property_any_sgd_setting_is_exact(tmp_path_factory, momentum, dampening
 def test_dual_outputs_shape_error(tmp_path):
     run = train_recorded(DualCase(epochs=1), tmp_path)
     with pytest.raises(ConfigError, match=r"queries must be \(nq, 6\)"):
-        rebuild_and_outputs(dual_layer(run.memory["input"]), np.zeros((2, 5)))
+        rebuild_and_outputs(dual_layer(run.store["input"]), np.zeros((2, 5)))
 
 
 def test_recorder_input_errors(tmp_path):
@@ -235,7 +235,7 @@ def test_check_gradients_exposes_a_layer_used_twice(tmp_path):
         layer(torch.tanh(h)).pow(2).sum().backward()
     opt.step()
     recorder.close()
-    assert open_memory(tmp_path)["twice"].info["max_gradient_residual"] > 0.01
+    assert open_store(tmp_path)["twice"].info["max_gradient_residual"] > 0.01
 
 
 def test_recorder_does_not_change_training(tmp_path):
@@ -280,7 +280,8 @@ def test_case_validation():
 def test_layer_inputs_are_each_recorded_module_input(tmp_path):
     run = train_recorded(DualCase(epochs=1), tmp_path)
     x = run.inputs[:5]
-    inputs = layer_inputs(run, x)
+    batch = run.dual_form().inputs(x, readouts=False)
+    inputs = [batch.query(name) for name in ("input", "hidden", "output")]
     assert [q.shape for q in inputs] == [(5, 6), (5, 8), (5, 8)]
     np.testing.assert_array_equal(inputs[0], x.numpy())
     with torch.no_grad():

@@ -65,7 +65,7 @@ def test_retraining_on_the_full_set_is_the_recorded_training_bit_for_bit(tmp_pat
     data = load_digits_dataset().first_train(150)
     task = ClassificationTask(0, data, 0, 0)
     config = ClassifierTrainingConfig(hidden=8, epochs=2, batch_size=32, grad_clip=1.0)
-    trained = train_setting(config, "single", (task, task), 3, tmp_path / "memory", torch.device("cpu"))
+    trained = train_setting(config, "single", (task, task), 3, tmp_path / "store", torch.device("cpu"))
     lrs = []
     again = retrain(config, task, np.arange(150), 3, torch.device("cpu"), on_epoch=lambda e, m, lr: lrs.append(lr))
     for a, b in zip(again.parameters(), trained.model.parameters(), strict=True):
@@ -85,4 +85,4 @@ def test_the_study_refuses_without_dattri_in_one_line_naming_the_extra(tmp_path,
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "icl-gd[attribution]" in lines[0], result.output
-    assert not (tmp_path / "run" / "memory").exists()  # refused before training
+    assert not (tmp_path / "run" / "store").exists()  # refused before training

@@ -46,9 +46,10 @@ def require_optimizer_keys(config: Any) -> None:
 
 def make_optimizer(name: OptimizerName, params: Iterable[torch.Tensor], config: Any) -> torch.optim.Optimizer:
     """The optimiser ``name`` over ``params`` with ``config``'s ``lr``, ``weight_decay`` and its own keys
-    (``beta1``/``beta2`` or ``momentum``)."""
+    (``beta1``/``beta2``, or ``momentum`` and, where ``config`` has them, ``dampening`` and ``nesterov``)."""
     if name == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
+                               dampening=getattr(config, "dampening", 0.0), nesterov=getattr(config, "nesterov", False))
     kind = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}.get(name)
     if kind is None:
         raise ConfigError(f"optimizer={name!r} is not one of adamw, adam, sgd")
@@ -59,6 +60,16 @@ def make_optimizer(name: OptimizerName, params: Iterable[torch.Tensor], config: 
     fused = bool(params) and all(p.dtype.is_floating_point and p.device.type in ("cpu", "cuda") for p in params)
     return kind(params, lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
                 fused=fused or None)
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, decay: float,
+                  every: int = 1) -> torch.optim.lr_scheduler.LRScheduler:
+    """The learning rate times ``decay`` every ``every`` calls of the schedule's ``step`` (per epoch or per step, as
+    the loop calls it)."""
+    require_positive("decay", decay)
+    if every == 1:
+        return torch.optim.lr_scheduler.ExponentialLR(optimizer, decay)
+    return torch.optim.lr_scheduler.StepLR(optimizer, step_size=every, gamma=decay)
 
 
 def clip_gradients(params: Iterable[torch.Tensor], grad_clip: float | None, foreach: bool | None = None) -> None:

@@ -17,38 +17,28 @@ training images with most attention summed over their steps.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from icl_gd.core import stats
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.dual.classifier import ClassificationTask, accuracy
-from icl_gd.dual.queries import layer_queries, one_hot, readonly_tensor, score_queries, vote, vote_agreement
-from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
+from icl_gd.dual.form import DualForm
+from icl_gd.dual.layer import DualLayer, UnitBlock
+from icl_gd.dual.removal import UnitSelection
+from icl_gd.dual.scan import one_hot, readonly_tensor, vote, vote_agreement
 from icl_gd.dual.settings import TrainedSetting
-from icl_gd.dual.storage import open_memory
 from icl_gd.dual.training import LAYERS
-from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
-from icl_gd.dual.verification import DualVerification, verify_layer
+from icl_gd.dual.verification import DualVerification
 
 VERIFY_QUERIES = 64  # queries on which each layer's dual outputs are compared with its primal outputs
-VOTE_COLUMNS = ("vote_agrees_with_prediction", "vote_agrees_with_label", "effective_keys")
-# The authors' vote table splits the queries by whether the model was right (there the vote can only match both).
-SPLIT_VOTE_COLUMNS = ("vote_agrees_with_label_correct", "vote_agrees_with_label_misclassified",
-                      "vote_agrees_with_prediction_misclassified")
-VERIFY_COLUMNS = ("weight_max_abs_error", "weight_max_rel_error", "output_max_abs_error", "output_max_rel_error")
-HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label")
 # Their Table 1 (paper/ff_as_attention/print_predictive_power.py): per layer, among correctly classified queries how
 # often the vote matches the output (= the target), among misclassified ones how often it matches the (wrong) output
 # and how often the target.
 TABLE1_SPLITS = ("correct", "misclassified_output", "misclassified_target")
-# The vote by our score (+1 for the bias's augmented key) and by theirs (|x·q|): (name in table1.csv, metric prefix).
-TABLE1_SCORES = (("|k·q + 1|", "table1"), ("|k·q|", "table1_their_score"))
 
 
 @dataclass(frozen=True)
@@ -143,7 +133,7 @@ class Analysis:
 
 
 def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
-    """Score ``config.n_queries`` test images per trained task against ``trained``'s memory; ``tasks`` are all
+    """Score ``config.n_queries`` test images per trained task against ``trained``'s store; ``tasks`` are all
     the run's tasks (they define the example-id space).
 
     numpy's BLAS (the float64 verification) gets as many threads as torch (``--threads``): by default OpenBLAS
@@ -156,15 +146,14 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
 
 
 def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
-    memory = open_memory(trained.memory)
-    layers = [dual_layer(memory[name]) for name in LAYERS]
+    form = trained.dual_form()
     queries = Queries.first(trained.tasks, config.n_queries)
     device = next(trained.model.parameters()).device
     xq = torch.as_tensor(queries.x, dtype=torch.float64, device=device)
-    logits, inputs, readouts = layer_queries(trained.model, trained.model.layers, xq)
-    inputs, readouts = [q.cpu().numpy() for q in inputs], [r.cpu().numpy() for r in readouts]
-    pred = logits.argmax(1).cpu().numpy()
-    verification = [verify_layer(layer, q[:VERIFY_QUERIES]) for layer, q in zip(layers, inputs)]
+    batch = form.inputs(xq)
+    inputs, readouts = [batch.query(name) for name in LAYERS], [batch.readout(name) for name in LAYERS]
+    pred = batch.logits.argmax(1).cpu().numpy()
+    verification = [form.verify(name, q[:VERIFY_QUERIES]) for name, q in zip(LAYERS, inputs)]
     metrics = {f"{name}.verify_max_rel_error": v.max_rel_error for name, v in zip(LAYERS, verification)}
     metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
     scoring = {"n_classes": trained.model.output.out_features, "n_tasks": len(tasks), "n_epochs": trained.n_epochs}
@@ -172,15 +161,11 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     figure = figure_query_indices(pred, queries.y, queries.task, config.n_figure_queries)
     shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
     spots = []
-    for name, layer, q, r in zip(LAYERS, layers, inputs, readouts):
+    for name, q, r in zip(LAYERS, inputs, readouts):
+        layer = form.layer(name)
         spot = SpotlightScores(layer, q[figure])  # scored on the same pass over the units (same float32 blocks)
         theirs = TheirScoreTotals(q, scoring["n_classes"])
-
-        def on_block(block: UnitBlock) -> None:
-            spot.add(block)
-            theirs.add(block)
-
-        s = score_queries(layer, q, r, k=config.top_k, on_block=on_block, **scoring)
+        s = form.score(name, q, r, scorers=[spot, theirs], k=config.top_k, **scoring)
         if len(figure):
             spots.append(spot.spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
@@ -196,7 +181,7 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
         metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
         metrics[f"{name}.vote_agrees_with_label"] = agree_label
         metrics[f"{name}.effective_keys"] = float(np.mean(s.effective_keys))
-        metrics[f"{name}.n_keys"] = float(layer.memory.table("rows").rows)
+        metrics[f"{name}.n_keys"] = float(layer.store.table("rows").rows)
         metrics[f"{name}.attention_share_task1"] = float(np.mean(s.attention_by_task[:, 1] / s.attention_total))
         class_attention.append(s.attention_by_class / s.attention_total[:, None])
         epoch_attention.append(np.mean(s.attention_by_task_epoch / s.attention_total[:, None, None], axis=0))
@@ -205,8 +190,8 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     correct = pred == queries.y
     metrics["table1.n_correct"], metrics["table1.n_misclassified"] = float(correct.sum()), float((~correct).sum())
     if trained.setting == "continual":
-        metrics.update(restricted_accuracies(trained, layers, trained.phase_starts[1], "restrict_phase1"))
-    removal_rows = removals(trained, layers, xq, pred, queries) if config.removals else []
+        metrics.update(restricted_accuracies(trained, form, trained.phase_starts[1], "restrict_phase1"))
+    removal_rows = removals(trained, form, xq, pred, queries) if config.removals else []
     metrics.update({f"removal.{row['removed']}.changed_fraction": row["changed_fraction"] for row in removal_rows})
     info = tuple(FigureQuery(int(i), int(queries.task[i]), int(queries.y[i]), int(pred[i])) for i in figure)
     return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
@@ -230,8 +215,8 @@ def figure_query_indices(predictions: np.ndarray, labels: np.ndarray, task: np.n
 
 class SpotlightScores:
     """Collects the figure queries' scores |a_u| = |k_u·q| (+1 for the augmented bias key) block by block, from
-    float32 blocks (``DualLayer.blocks(dtype="float32")``): ``add`` can ride on ``score_queries``'s pass over the
-    units (its ``on_block``) instead of reading them once more. Holds (units, nf) scores: a handful of queries."""
+    float32 blocks (``DualLayer.blocks(dtype="float32")``): a ``Scorer`` that rides on ``score_queries``'s pass over
+    the units instead of reading them once more. Holds (units, nf) scores: a handful of queries."""
 
     def __init__(self, layer: DualLayer, queries: np.ndarray) -> None:
         self.layer = layer
@@ -239,7 +224,8 @@ class SpotlightScores:
         self.offset = 1.0 if layer.has_bias else 0.0
         self.parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
 
-    def add(self, block: UnitBlock) -> None:
+    def add(self, block: UnitBlock, attention: torch.Tensor | None = None,
+            contribution: torch.Tensor | None = None) -> None:
         self.parts["score"].append((readonly_tensor(block.key) @ self.q.T).add_(self.offset).abs_().numpy())
         for field in ("task", "label", "step", "example"):
             self.parts[field].append(np.asarray(getattr(block, field), dtype=np.int64))
@@ -295,7 +281,7 @@ def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.
                      class_units, example[top], step[top], np.take_along_axis(score.T, top, 1))
 
 
-def removals(trained: TrainedSetting, layers: Sequence[DualLayer], xq: torch.Tensor, pred: np.ndarray,
+def removals(trained: TrainedSetting, form: DualForm, xq: torch.Tensor, pred: np.ndarray,
              queries: Queries) -> list[dict]:
     """Subtract a set of keys (a task's, the first or last epoch's) from all three layers; how do predictions
     move? One row per set: the fraction of changed predictions and each task's accuracy before and after."""
@@ -305,8 +291,7 @@ def removals(trained: TrainedSetting, layers: Sequence[DualLayer], xq: torch.Ten
                    ("last_epoch", UnitSelection(epochs=(trained.n_epochs - 1,)))]
     rows = []
     for label, selection in selections:
-        deltas = [(module, *removal_delta(layer, selection)) for module, layer in zip(trained.model.layers, layers)]
-        with keys_removed(deltas), torch.no_grad():
+        with form.removed(dict.fromkeys(LAYERS, selection)), torch.no_grad():
             after = trained.model(xq).argmax(1).cpu().numpy()
         row = {"setting": trained.setting, "removed": label, "changed_fraction": float(np.mean(after != pred))}
         for t in used:
@@ -348,15 +333,16 @@ def table1_metrics(prefix: str, votes: np.ndarray, predictions: np.ndarray, labe
 
 class TheirScoreTotals:
     """Σ_u |k_u·q| per training class for queries ``(nq, in)``: the authors' vote score (their ``get_all_scores``
-    scores |x·q|, with no +1 for the bias's augmented key, which ours adds), fed block by block (``add``, as
-    ``score_queries``'s ``on_block``). One more product per block of units: what the +1 changes in Table 1."""
+    scores |x·q|, with no +1 for the bias's augmented key, which ours adds), a ``Scorer`` fed block by block on
+    ``score_queries``'s pass. One more product per block of units: what the +1 changes in Table 1."""
 
     def __init__(self, queries: np.ndarray, n_classes: int) -> None:
         self.q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)  # (nq, in)
         self.n_classes = n_classes
         self.totals = torch.zeros(self.q.shape[0], n_classes, dtype=torch.float64)
 
-    def add(self, block: UnitBlock) -> None:
+    def add(self, block: UnitBlock, attention: torch.Tensor | None = None,
+            contribution: torch.Tensor | None = None) -> None:
         scores = (self.q @ readonly_tensor(block.key).T).abs_()  # (nq, b)
         onehot = one_hot(block.label, self.n_classes, "classes", torch.float32)  # (b, C)
         self.totals += (scores @ onehot).to(torch.float64)  # block sums in float32, totals in float64
@@ -364,18 +350,6 @@ class TheirScoreTotals:
     def by_class(self) -> np.ndarray:
         """(nq, C) the totals so far."""
         return self.totals.numpy()
-
-
-def table1_rows(setting: str, metrics: Mapping[str, float]) -> list[dict]:
-    """One run's Table 1 as tidy rows (setting, score, layer, split, value, queries in the split) from its metrics:
-    the vote by our score |k·q + 1|, then by theirs |k·q| where the run measured it (runs before it did not)."""
-    n = {"correct": metrics["table1.n_correct"], "misclassified_output": metrics["table1.n_misclassified"],
-         "misclassified_target": metrics["table1.n_misclassified"]}
-    scores = [(score, prefix) for score, prefix in TABLE1_SCORES
-              if f"{prefix}.{LAYERS[0]}.{TABLE1_SPLITS[0]}" in metrics]
-    return [{"setting": setting, "score": score, "layer": name, "split": key,
-             "value": metrics[f"{prefix}.{name}.{key}"], "n_queries": n[key]}
-            for score, prefix in scores for name in LAYERS for key in TABLE1_SPLITS]
 
 
 def attention_per_key(attention_by_task: np.ndarray, attention_total: np.ndarray, units: np.ndarray,
@@ -389,66 +363,15 @@ def attention_per_key(attention_by_task: np.ndarray, attention_total: np.ndarray
             for t in task_ids if units[t] > 0}
 
 
-def restricted_accuracies(trained: TrainedSetting, layers: Sequence[DualLayer], stop: int,
-                          prefix: str) -> dict[str, float]:
+def restricted_accuracies(trained: TrainedSetting, form: DualForm, stop: int, prefix: str) -> dict[str, float]:
     """The counterfactual of the authors' continual setting: one layer's attention restricted to the keys of steps
     before ``stop`` (the units of later steps subtracted, ``restriction_delta``), the other layers as trained; then
     all three at once (``all``). Each trained task's test accuracy (whole test set), as
     ``{prefix}.{layer or all}.task<i>_accuracy``. ``stop`` = the number of steps keeps every key (the trained model);
     0 keeps none (the initial weights, times weight decay's shrinkage)."""
-    deltas = [(module, *restriction_delta(layer, stop)) for module, layer in zip(trained.model.layers, layers)]
+    restrictions = {name: form.restriction(name, stop) for name in LAYERS}
     out = {}
-    for name, chosen in [*((n, [d]) for n, d in zip(LAYERS, deltas)), ("all", deltas)]:
-        with keys_removed(chosen):
+    for name, chosen in [*((n, {n: restrictions[n]}) for n in LAYERS), ("all", restrictions)]:
+        with form.removed(chosen):
             out.update({f"{prefix}.{name}.task{t.index}_accuracy": accuracy(trained.model, t) for t in trained.tasks})
     return out
-
-
-def headline(metrics: Mapping[str, float], settings: Sequence[str]) -> dict[str, float]:
-    """The headline metrics of one seed from its ``<setting>.<metric>`` metrics: the first setting's accuracy and
-    votes, and the largest verification error of any setting."""
-    out = {key: metrics[f"{settings[0]}.{key}"] for key in HEADLINE}
-    out["verify_max_rel_error"] = max(metrics[f"{s}.verify_max_rel_error"] for s in settings)
-    return out
-
-
-def split_votes(analysis: Analysis, layer: int) -> dict[str, float]:
-    """The authors' split of one run's vote agreement: among correctly classified queries, does the vote match the
-    label; among misclassified ones, the label and the (wrong) prediction. NaN where a split has no query, with
-    the split's size beside it."""
-    correct = analysis.query_prediction == analysis.query_label
-    split = table1_split(analysis.votes[layer], analysis.query_prediction, analysis.query_label)
-    return {"vote_agrees_with_label_correct": split["correct"],
-            "vote_agrees_with_label_misclassified": split["misclassified_target"],
-            "vote_agrees_with_prediction_misclassified": split["misclassified_output"],
-            "n_correct": float(correct.sum()), "n_misclassified": float((~correct).sum())}
-
-
-def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
-    """Per setting and layer: vote agreement and effective keys, mean over the runs (seeds) of that setting; the
-    authors' split by correct and misclassified queries as mean and sample std (NaN below two runs) over the runs
-    where the split is not empty, and the queries in each split summed over runs (``n_runs`` runs). Means and
-    stds are ``icl_gd.core.stats``'s, as in ``metrics.json``."""
-    rows = []
-    for setting_name, runs in analyses.items():
-        for i, name in enumerate(LAYERS):
-            row = {"setting": setting_name, "layer": name,
-                   **{key: stats.mean([a.metrics[f"{name}.{key}"] for a in runs]) for key in VOTE_COLUMNS}}
-            split = [split_votes(a, i) for a in runs]
-            for key in SPLIT_VOTE_COLUMNS:
-                values = [s[key] for s in split if math.isfinite(s[key])]
-                spread = stats.spread(values) if values else None
-                row[key] = spread.mean if spread else math.nan
-                row[f"{key}_std"] = math.nan if spread is None or spread.std is None else spread.std
-            row["n_correct"] = float(sum(s["n_correct"] for s in split))
-            row["n_misclassified"] = float(sum(s["n_misclassified"] for s in split))
-            row["n_runs"] = len(runs)
-            rows.append(row)
-    return rows
-
-
-def verification_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
-    """Per setting and layer: the dual form's weight and output errors, max over the runs of that setting."""
-    return [{"setting": setting, "layer": name,
-             **{key: float(np.max([getattr(a.verification[i], key) for a in runs])) for key in VERIFY_COLUMNS}}
-            for setting, runs in analyses.items() for i, name in enumerate(LAYERS)]

@@ -4,7 +4,7 @@ Every method returns ``(nq, N)`` scores τ_i(q) with one sign convention: the pr
 target (the logit of the class the trained model predicts) of having example i in the training set, so a large
 positive score is a proponent. Attention is unsigned (a magnitude, not an effect), and is scored as it is.
 
-- The dual form (``dual_scores``; ``icl_gd.dual.queries``): per layer, an example's attention is Σ |a_u| over its
+- The dual form (``dual_scores``; ``icl_gd.dual.scan``): per layer, an example's attention is Σ |a_u| over its
   units (one per step it was seen) and its contribution Σ c_u, c_u = (r·v_u)(k_u·q) + r·v^b_u with r the gradient
   of the target with respect to the layer's output. On the output layer Σ_i contribution_i plus the initial
   weights' part is exactly the target; on the others it is first order. Summed over layers: contributions add (one
@@ -32,11 +32,8 @@ from torch import nn
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.classifier import MLP
-from icl_gd.dual.queries import layer_queries, score_queries
 from icl_gd.dual.settings import TrainedSetting
-from icl_gd.dual.storage import open_memory
 from icl_gd.dual.training import LAYERS
-from icl_gd.dual.units import dual_layer
 
 EXTRA = "attribution"  # pyproject's optional extra that installs dattri
 DATTRI_METHODS = ("tracin", "trak", "influence")
@@ -54,16 +51,16 @@ def require_dattri():
 
 def dual_scores(trained: TrainedSetting, x: torch.Tensor, n_examples: int,
                 block_rows: int = 32768) -> dict[str, np.ndarray]:
-    """The dual form's ``(nq, N)`` scores of the queries ``x (nq, D)`` against the memory ``trained`` recorded:
+    """The dual form's ``(nq, N)`` scores of the queries ``x (nq, D)`` against the store ``trained`` recorded:
     ``attention_<layer>``, ``contribution_<layer>`` for each of ``LAYERS`` and their sums over layers (``_sum``),
     computed in float64. The read-out of every query is its predicted class's logit."""
-    memory, model = open_memory(trained.memory), trained.model
-    _, inputs, readouts = layer_queries(model, model.layers, x)
+    form = trained.dual_form()
+    batch = form.inputs(x)
     out: dict[str, np.ndarray] = {}
-    for name, q, r in zip(LAYERS, inputs, readouts):
-        s = score_queries(dual_layer(memory[name]), q.cpu().numpy(), r.cpu().numpy(), k=1,
-                          n_classes=model.output.out_features, n_epochs=trained.n_epochs, n_examples=n_examples,
-                          block_rows=block_rows, dtype=torch.float64)
+    for name in LAYERS:
+        s = form.score(name, batch.query(name), batch.readout(name), k=1,
+                       n_classes=trained.model.output.out_features, n_epochs=trained.n_epochs,
+                       n_examples=n_examples, block_rows=block_rows, dtype=torch.float64)
         out[f"attention_{name}"] = s.attention_by_example
         out[f"contribution_{name}"] = s.contribution_by_example
     out["attention_sum"] = sum(out[f"attention_{name}"] / out[f"attention_{name}"].sum(1, keepdims=True)

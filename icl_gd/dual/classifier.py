@@ -95,7 +95,7 @@ def head_size(tasks: tuple[ClassificationTask, ...]) -> int:
 
 
 class MLP(nn.Module):
-    """in → hidden → hidden → classes with ReLU; its three linear layers are the dual form's three memories."""
+    """in → hidden → hidden → classes with ReLU; its three linear layers are the dual form's three stores."""
 
     def __init__(self, d_in: int, hidden: int, n_out: int, generator: torch.Generator) -> None:
         super().__init__()

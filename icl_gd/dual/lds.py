@@ -11,9 +11,9 @@ set. Retraining measures that effect:
 - **Leave-k-out**: retrain without the k examples an attribution ranks highest for q (R seeds, averaged) and
   measure how far f(q) moves from the full set's retrained value; random k is the control.
 
-Retraining repeats the study's recorded SGD exactly, without recording (``retrain``): on the full set with the
-same seed it gives the recorded model's weights bit for bit (tests/test_spotlights.py), so nothing but the removed
-examples separates a retrained model from the model whose dual form is read.
+Retraining runs the study's SGD loop without a recorder (``retrain``): on the full set with the same seed it gives
+the recorded model's weights bit for bit (tests/test_spotlights.py), so nothing but the removed examples separates a
+retrained model from the model whose dual form is read.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from scipy.stats import rankdata
 from torch import nn
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.core.optim import clip_gradients, make_optimizer
 from icl_gd.dual.classifier import MLP, ClassificationTask
-from icl_gd.dual.settings import ClassifierTrainingConfig
+from icl_gd.dual.settings import ClassifierTrainingConfig, mlp_run, train_phase, training_set
 
 # (keep (m,) example indices, seed) -> the target of every query (nq,) after training on those examples.
 TrainTargets = Callable[[np.ndarray, int], np.ndarray]
@@ -37,35 +36,14 @@ TrainTargets = Callable[[np.ndarray, int], np.ndarray]
 def retrain(config: ClassifierTrainingConfig, task: ClassificationTask, keep: np.ndarray, seed: int,
             device: torch.device, on_epoch: Callable[[int, MLP, float], None] | None = None) -> MLP:
     """Train a fresh MLP on ``task``'s training examples ``keep (m,)`` as ``settings.train_setting`` trains the
-    ``single`` setting (same generator draws: the init, then one ``randperm`` per epoch; same SGD, schedule, cap
-    and clipping), without recording. ``on_epoch(epoch, model, lr)`` follows every epoch (``lr``: the rate the
-    epoch used), before the schedule steps."""
-    keep = np.asarray(keep, dtype=np.int64)
-    generator = torch.Generator().manual_seed(seed)
-    model = MLP(task.data.n_features, config.hidden, task.label_offset + task.n_classes, generator)
-    model = model.to(torch.float64).to(device)
-    x = torch.as_tensor(task.data.train_x[keep], dtype=torch.float64, device=device)
-    y = torch.as_tensor(task.data.train_y[keep] + task.label_offset, device=device)
-    optimizer = make_optimizer("sgd", model.parameters(), config)
-    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
-    cap = config.phase_steps("single")
-    steps = 0
-    for epoch in range(config.phase_epochs("single", len(keep))):
-        lr = optimizer.param_groups[0]["lr"]
-        order = torch.randperm(len(keep), generator=generator)
-        for start in range(0, len(keep), config.batch_size):
-            if cap is not None and steps >= cap:
-                break
-            batch = order[start:start + config.batch_size].to(device)
-            optimizer.zero_grad()
-            nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-            clip_gradients(model.parameters(), config.grad_clip)
-            optimizer.step()
-            steps += 1
-        if on_epoch is not None:
-            on_epoch(epoch, model, lr)
-        schedule.step()
-    return model
+    ``single`` setting (``settings.mlp_run`` and ``settings.train_phase``: the same generator draws, SGD, schedule,
+    cap and clipping), without recording. ``on_epoch(epoch, model, lr)`` follows every epoch (``lr``: the rate
+    the epoch used)."""
+    run, generator = mlp_run(config, task.data.n_features, task.label_offset + task.n_classes, seed, device)
+    data = training_set((task,), device, examples=keep)
+    train_phase(run, data, config, "single", generator, label=f"retraining seed {seed}",
+                on_epoch=None if on_epoch is None else lambda epoch, lr: on_epoch(epoch, run.model, lr))
+    return run.model
 
 
 def logits_of(model: nn.Module, x: torch.Tensor, classes: np.ndarray) -> np.ndarray:
@@ -125,34 +103,3 @@ def without(n: int, removed: np.ndarray) -> np.ndarray:
     keep = np.ones(n, dtype=bool)
     keep[np.asarray(removed, dtype=np.int64)] = False
     return np.flatnonzero(keep)
-
-
-def spotlights_figure(lds_rows: Sequence[dict], loo_rows: Sequence[dict]):
-    """Left: LDS per method (mean over seeds; bars: the lowest and highest per-seed interval ends over queries).
-    Right: mean |Δ target| after removing each method's top-k examples and retraining, against k."""
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    methods = list(dict.fromkeys(r["method"] for r in lds_rows))
-    means = [np.mean([r["lds"] for r in lds_rows if r["method"] == m]) for m in methods]
-    lows = [np.nanmin([r["low"] if r["low"] is not None else np.nan for r in lds_rows if r["method"] == m])
-            for m in methods]
-    highs = [np.nanmax([r["high"] if r["high"] is not None else np.nan for r in lds_rows if r["method"] == m])
-             for m in methods]
-    y = np.arange(len(methods))
-    left.barh(y, means, xerr=[np.subtract(means, lows), np.subtract(highs, means)], color="tab:blue", alpha=0.7)
-    left.set_yticks(y, methods)
-    left.axvline(0, color="black", lw=0.8)
-    left.set_xlabel("LDS (Spearman, retrained subsets)")
-    left.set_title("linear datamodeling score")
-    for method in dict.fromkeys(r["method"] for r in loo_rows):
-        ks = sorted({r["k"] for r in loo_rows if r["method"] == method})
-        moves = [np.mean([abs(r["delta"]) for r in loo_rows if r["method"] == method and r["k"] == k]) for k in ks]
-        right.plot(ks, moves, marker="o", label=method, ls="--" if method == "random" else "-")
-    right.set_xscale("log")
-    right.set_xlabel("k training examples removed (top-k of each method)")
-    right.set_ylabel("mean |Δ logit of predicted class| after retraining")
-    right.set_title("leave-top-k-out")
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    return fig

@@ -2,7 +2,7 @@
 
 A query is a position in the test text: the model reads the ``context`` words up to it from a zero state and
 predicts the next word. Each recorded layer's query is its input at that last step (the output layer: h_t; gate
-layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, by ``queries.scan_units`` as for images):
+layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, by ``scan.scan_units`` as for images, through ``form.DualForm``):
 attention a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's logit, where
 r = ∂ logit / ∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial
 weights' part is the logit exactly; for gate layers it is the first-order effect through the last step's gates.
@@ -15,8 +15,6 @@ from the layer against dropping k random keys.
 
 from __future__ import annotations
 
-import html
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +25,10 @@ from icl_gd.core.config import check_settings, positive_int
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
-from icl_gd.dual.queries import TopUnits, scan_units
-from icl_gd.dual.removal import keys_removed
-from icl_gd.dual.storage import LayerMemory, open_memory
-from icl_gd.dual.units import DualLayer, UnitBlock, dual_layer
-from icl_gd.dual.verification import DualVerification, verify_layer
+from icl_gd.dual.form import DualForm
+from icl_gd.dual.layer import DualLayer, UnitBlock
+from icl_gd.dual.scan import ScoreFunction, TopUnits, scan_units
+from icl_gd.dual.verification import DualVerification
 
 CURVE_POINTS = 200  # log-spaced ranks kept of each sorted attention curve
 # Top units kept per query: enough that a passage seen in many epochs (an over-fitted book) still leaves three
@@ -132,7 +129,7 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
     float32 products, float64 totals); the first ``n_curves`` queries also keep their full attention for the
     curves."""
     nq = len(queries)
-    n_keys = layer.memory.table("rows").rows
+    n_keys = layer.store.table("rows").rows
     n_steps = max(layer.n_steps, 1)
     step_bins = min(step_bins, n_steps)  # no empty bins on short runs
     total = torch.zeros(nq, dtype=torch.float64)
@@ -152,7 +149,7 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
         if n_curves:
             full[:, first:first + b] = attention[:n_curves].numpy()
 
-    scan = scan_units(layer, queries, readouts, k, block_rows, add)
+    scan = scan_units(layer, queries, readouts, k, block_rows, [ScoreFunction(add)])
     rank = np.unique(np.geomspace(1, max(n_keys, 1), CURVE_POINTS).astype(np.int64)) - 1
     curves = np.sort(full, axis=1)[:, ::-1][:, rank] / np.maximum(total[:n_curves, None].numpy(), 1e-300)
     groups = by_group.numpy()
@@ -160,19 +157,12 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
                     groups[:, :step_bins], groups[:, step_bins:], rank + 1, curves, n_keys)
 
 
-def removal_drops(model: LSTMLanguageModel, module: torch.nn.Linear, layer: DualLayer, queries: LMQueries,
-                  selected: np.ndarray) -> np.ndarray:
+def removal_drops(form: DualForm, name: str, queries: LMQueries, selected: np.ndarray) -> np.ndarray:
     """``(nq,)`` drop of each query's predicted-word probability when the units ``selected[j] (k,)`` are removed
-    from ``layer`` (W - Σ v kᵀ, b - Σ v^b), the query's words read again from a zero state."""
-    unique, inverse = np.unique(selected, return_inverse=True)
-    key, value, bias = layer.gather(unique)
-    inverse = inverse.reshape(selected.shape)
+    from layer ``name`` (W - Σ v kᵀ, b - Σ v^b), the query's words read again from a zero state."""
     drops = np.zeros(len(selected))
     for j in range(len(selected)):
-        units = inverse[j]
-        dW = value[units].T @ key[units]
-        db = None if bias is None else bias[units].sum(0)
-        with keys_removed([(module, dW, db)]), torch.no_grad():
+        with form.without_rows(name, selected[j]) as model, torch.no_grad():
             logits, _, _ = last_step(model, queries.tokens[:, j:j + 1])
             prob = torch.softmax(logits.double(), 1)[0, int(queries.pred[j])]
         drops[j] = queries.prob[j] - float(prob)
@@ -193,21 +183,20 @@ class LayerAnalysis:
         return self.verification.layer
 
 
-def analyse_layer(name: str, model: LSTMLanguageModel, memory_layer: LayerMemory, queries: LMQueries,
-                  config: LMAnalysisConfig, n_epochs: int, rng: np.random.Generator) -> LayerAnalysis:
+def analyse_layer(form: DualForm, name: str, queries: LMQueries, config: LMAnalysisConfig, n_epochs: int,
+                  rng: np.random.Generator) -> LayerAnalysis:
     """Verify layer ``name``, score the queries against its keys, and remove each query's top keys vs random ones
     (``rng`` draws the random keys)."""
-    layer = dual_layer(memory_layer)
-    module = layer_modules(model)[name]
+    layer = form.layer(name)
     q, r = queries.inputs[name], queries.readouts[name]
-    verification = verify_layer(layer, q[:config.verify_queries], block_rows=config.block_rows)
+    verification = form.verify(name, q[:config.verify_queries], block_rows=config.block_rows)
     k = max(config.top_k, config.removal_keys, TOP_UNITS)
     scores = score_lm(layer, q, r, k, config.step_bins, n_epochs, config.n_passages, config.block_rows)
     n_keys = scores.n_keys
     top = scores.attention_top.row[:, :config.removal_keys]
     random = rng.integers(0, n_keys, size=top.shape)
-    drop_top = removal_drops(model, module, layer, queries, top)
-    drop_random = removal_drops(model, module, layer, queries, random)
+    drop_top = removal_drops(form, name, queries, top)
+    drop_random = removal_drops(form, name, queries, random)
     return LayerAnalysis(verification, scores, drop_top, drop_random)
 
 
@@ -281,57 +270,10 @@ def passage_entries(corpus: Corpus, top: TopUnits, j: int, n: int, before: int) 
     return entries
 
 
-def passages_document(corpus: Corpus, queries: LMQueries, layers: Sequence[LayerAnalysis], n_queries: int,
-                      before: int, heading: str) -> tuple[str, str]:
-    """``(markdown, html body)`` under ``heading``: for each of the first ``n_queries`` test queries, the words it
-    read, the predicted and the actual next token, then per layer the top-3 training passages (document title,
-    the key's token marked) by attention and by contribution to the predicted token's logit."""
-    text = corpus.text
-    gap = "" if corpus.level == "char" else " "  # a character's passage is shown as the text it is
-    md = [f"# {heading}", "",
-          f"Corpus `{corpus.name}` ({corpus.level} level). The key's token is **bold**; the model read up to it and "
-          "the token after it is the key's next token. Scores: attention |k·q + 1|, contribution (r·v)(k·q + 1); "
-          "a training position among a query's top units in several epochs is shown once (×n: its count).", ""]
-    body = [f"<h1>{html.escape(heading)}</h1>",
-            f"<p>Corpus <code>{html.escape(corpus.name)}</code> ({corpus.level} level). The key's token is "
-            "<mark>marked</mark>; the token after it is its next token.</p>"]
-    for j in range(min(n_queries, len(queries.position))):
-        p = int(queries.position[j])
-        doc = corpus.test.document[p]
-        context = text(corpus.words(corpus.test.ids[max(0, p - before):p + 1]))
-        pred, target = text([corpus.vocab[queries.pred[j]]]), text([corpus.vocab[queries.target[j]]])
-        head = f"Query {j + 1}: {corpus.titles[doc]}"
-        md += [f"## {head}", "", f"> … {context} → predicted **{pred}** (p = {queries.prob[j]:.3f}), "
-               f"actual *{target}*", ""]
-        body += [f"<h2>{html.escape(head)}</h2>",
-                 f"<blockquote>… {html.escape(context)} → predicted <b>{html.escape(pred)}</b> "
-                 f"(p = {queries.prob[j]:.3f}), actual <i>{html.escape(target)}</i></blockquote>"]
-        for a in layers:
-            for label, top in (("attention", a.scores.attention_top), ("contribution", a.scores.proponents)):
-                md.append(f"**{a.name}, top-3 by {label}**")
-                md.append("")
-                body.append(f"<h3>{html.escape(a.name)}, top-3 by {label}</h3><ol>")
-                for e in passage_entries(corpus, top, j, 3, before):
-                    meta = f"{e.title}; step {e.step}, epoch {e.epoch}; score {e.score:.4g}; ×{e.repeats}"
-                    md.append(f"1. [{meta}] … {text(e.before)}{gap}**{text([e.word])}**{gap}{text(e.after)} …")
-                    body.append(f"<li><small>[{html.escape(meta)}]</small> … {html.escape(text(e.before))}{gap}"
-                                f"<mark>{html.escape(text([e.word]))}</mark>{gap}{html.escape(text(e.after))} …</li>")
-                md.append("")
-                body.append("</ol>")
-    return "\n".join(md) + "\n", "\n".join(body)
-
-
-def passages_page(bodies: Sequence[str]) -> str:
-    """One self-contained HTML page (no scripts, no external resources) of ``passages_document`` bodies."""
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>dual-form-lm passages</title></head><body>"
-            + "\n".join(bodies) + "</body></html>\n")
-
-
-def analyse_lm(model: LSTMLanguageModel, memory: Path, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,
+def analyse_lm(model: LSTMLanguageModel, store: Path, corpus: Corpus, config: LMAnalysisConfig, n_epochs: int,
                seed: int) -> tuple[LMQueries, list[LayerAnalysis]]:
     """Queries, then every recorded layer's analysis (recording order: gate layers, then the output layer)."""
     queries = make_queries(model, corpus, config)
-    memories = open_memory(memory)
+    form = DualForm(store, model, layer_modules(model))
     rng = np.random.default_rng(seed)
-    return queries, [analyse_layer(name, model, memories[name], queries, config, n_epochs, rng)
-                     for name in layer_modules(model)]
+    return queries, [analyse_layer(form, name, queries, config, n_epochs, rng) for name in form.names]

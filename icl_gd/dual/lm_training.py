@@ -9,7 +9,7 @@ its key's provenance: ``example`` = the position of the key's word in the traini
 document and its place there), ``label`` = the next word, ``task`` = the document, step and epoch.
 
 Checkpoints (every ``checkpoint_every`` steps and at the end) hold the model, optimizer, schedule, hidden state,
-data position and the recorder's manifest; a rerun resumes from the last one, and the memory drops whatever the
+data position and the recorder's manifest; a rerun resumes from the last one, and the store drops whatever the
 interrupted run recorded after it, so the resumed run records exactly the rows of an uninterrupted one.
 """
 
@@ -30,12 +30,12 @@ from torch import nn
 from icl_gd.core.checkpoints import config_fingerprint, load_checkpoint, save_checkpoint
 from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.core.optim import make_optimizer, require_optimizer_keys
+from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
 from icl_gd.dual.corpus import Corpus, TokenStream
 from icl_gd.dual.lstm import LSTMLanguageModel, detach, dropout_mask, record_window
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint
-from icl_gd.dual.training import RecordedSGD, recorded_step
+from icl_gd.dual.training import SGDRun, sgd_step
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 CURVE_EVERY = 20  # optimizer steps between train_loss rows
@@ -102,10 +102,10 @@ def batchify(stream: TokenStream, batch: int) -> Batched:
 
 @dataclass(frozen=True)
 class TrainedLM:
-    """A trained model, its recorded memory and what training measured."""
+    """A trained model, its recorded store and what training measured."""
 
     model: LSTMLanguageModel
-    memory: Path
+    store: Path
     n_steps: int
     n_epochs: int
     curves: list[dict]
@@ -125,30 +125,30 @@ def fingerprint(config: LMTrainingConfig, corpus: Corpus, seed: int) -> str:
     return config_fingerprint(config, seed, corpus.vocab_size, digest)
 
 
-def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, checkpoint: Path,
+def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, store: Path, checkpoint: Path,
              device: torch.device, progress: bool = False,
              on_step: Callable[[int], None] | None = None) -> TrainedLM:
-    """Train a fresh model (initialised from ``seed``) on ``corpus.train`` while recording it under ``memory``;
+    """Train a fresh model (initialised from ``seed``) on ``corpus.train`` while recording it under ``store``;
     resume from ``checkpoint`` when it belongs to the same config, seed and corpus (``icl_gd.core.checkpoints``).
     ``on_step(step)`` follows every optimizer step (after any checkpoint of that step)."""
     fp = fingerprint(config, corpus, seed)
     model = build_model(config, corpus.vocab_size, seed, device)
     saved = load_checkpoint(checkpoint, fp)
-    if saved is not None and not (memory / "manifest.json").is_file():
-        saved = None  # the memory is gone (keep_memory=false, or deleted): record again from the start
+    if saved is not None and not (store / "manifest.json").is_file():
+        saved = None  # the store is gone (keep_store=false, or deleted): record again from the start
     data = batchify(corpus.train, config.batch_size)
     windows = data.windows(config.bptt)
     total = config.epochs * len(windows) if config.steps is None else config.steps
     n_epochs = -(-total // len(windows))
     if saved is not None and saved["finished"]:
         model.load_state_dict(saved["model"])
-        return TrainedLM(model, memory, saved["step"], n_epochs, saved["curves"], saved["seconds"])
+        return TrainedLM(model, store, saved["step"], n_epochs, saved["curves"], saved["seconds"])
     optimizer = make_optimizer(config.optimizer, model.parameters(), config)
-    schedule = torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay)
+    schedule = make_schedule(optimizer, config.lr_decay)
     document = torch.as_tensor(corpus.train.document)
     if saved is None:
-        if memory.exists():
-            shutil.rmtree(memory)  # an earlier attempt without a usable checkpoint: record from scratch
+        if store.exists():
+            shutil.rmtree(store)  # an earlier attempt without a usable checkpoint: record from scratch
         resume, epoch, window, curves, seconds, state = None, 0, 0, [], 0.0, None
     else:
         model.load_state_dict(saved["model"])
@@ -157,9 +157,9 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
         resume = RecorderCheckpoint(saved["manifest"], saved["step"])
         epoch, window, curves, seconds = saved["epoch"], saved["window"], saved["curves"], saved["seconds"]
         state = [(h.to(device), c.to(device)) for h, c in saved["state"]]
-    recorder = DualRecorder(model.recorded_layers(), optimizer, memory, key_dtype=config.key_dtype,
+    recorder = DualRecorder(model.recorded_layers(), optimizer, store, key_dtype=config.key_dtype,
                             chunk_rows=8192, resume=resume, background_writes=True)
-    run = RecordedSGD(model, optimizer, schedule, recorder)
+    run = SGDRun(model, optimizer, schedule, recorder)
 
     def save(finished: bool) -> None:
         payload = {"finished": finished, "model": model.state_dict(), "step": recorder.step, "curves": curves,
@@ -190,7 +190,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
                                                                                   embedding_mask=mask)
                     return nn.functional.cross_entropy(model.output(h.reshape(-1, config.hidden)), targets)
 
-                loss = recorded_step(run, provenance, loss_of, config.grad_clip, f"dual-form-lm seed {seed}",
+                loss = sgd_step(run, provenance, loss_of, config.grad_clip, f"dual-form-lm seed {seed}",
                                      after_backward=lambda: record_window(recorder, forward["capture"], provenance))
                 state = detach(forward["state"])
                 window += 1
@@ -211,7 +211,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, memory: Path, 
     seconds += time.perf_counter() - started
     started = time.perf_counter()
     save(finished=True)
-    return TrainedLM(model, memory, recorder.step, n_epochs, curves, seconds)
+    return TrainedLM(model, store, recorder.step, n_epochs, curves, seconds)
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""An LSTM language model whose linear maps are the dual form's memories: each layer's gate map and the output layer.
+"""An LSTM language model whose linear maps are the dual form's stores: each layer's gate map and the output layer.
 
 Layer l computes its four gates' pre-activations z_t = W_l [x_t; h_{t-1}] + b_l (``gates[l]``, one ``nn.Linear``
 of (in + hidden) → 4·hidden, gate order i, f, g, o as in ``torch.nn.LSTM``), so ∂L/∂W_l = Σ_t δ_t [x_t; h_{t-1}]ᵀ
@@ -6,7 +6,7 @@ over the BPTT window with δ_t = ∂L/∂z_t: one key [x_t; h_{t-1}; 1] serves a
 recurrent weight matrices. The cell runs as an explicit loop; with ``capture`` each z_t keeps a hook that writes
 δ_t into a window buffer, which ``record_window`` hands to the recorder after the backward pass. The output layer
 is an ordinary hooked ``nn.Linear`` applied to every h_t of the window at once (``record_output=False`` leaves it
-out of the memory: its value is vocabulary-wide). Dropout on the embeddings (as the authors' ``RNNLanguageModel``)
+out of the store: its value is vocabulary-wide). Dropout on the embeddings (as the authors' ``RNNLanguageModel``)
 multiplies x_t by a given mask before x_t enters the gate map, so the recorded key is the dropped x_t and the dual
 form stays exact.
 """

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.errors import ConfigError, VerificationError
-from icl_gd.dual.storage import KEY_DTYPES, Column, MemoryWriter
+from icl_gd.dual.storage import KEY_DTYPES, Column, StoreWriter
 
 # Step kinds in the step table.
 KIND_SGD = 0  # exact: torch.optim.SGD recurrence
@@ -68,7 +68,7 @@ class Provenance:
 
 @dataclass(frozen=True)
 class RecorderCheckpoint:
-    """Where recording stood at a checkpoint: the memory's manifest (every chunk flushed) and the step count."""
+    """Where recording stood at a checkpoint: the store's manifest (every chunk flushed) and the step count."""
 
     manifest: dict
     step: int
@@ -89,7 +89,7 @@ class _LayerState:
 
 
 class DualRecorder:
-    """Attach to ``layers`` of a model trained by ``optimizer``; write the dual memory under ``root``.
+    """Attach to ``layers`` of a model trained by ``optimizer``; write the key store under ``root``.
 
     Usage::
 
@@ -138,7 +138,7 @@ class DualRecorder:
         self.key_dtype = key_dtype
         self.value_dtype = value_dtype or ("float64" if model_dtype == torch.float64 else "float32")
         self.check_gradients = check_gradients
-        self.writer = MemoryWriter(root, chunk_rows=chunk_rows, resume=None if resume is None else resume.manifest,
+        self.writer = StoreWriter(root, chunk_rows=chunk_rows, resume=None if resume is None else resume.manifest,
                                    background=background_writes)
         self.root = self.writer.root
         self.step = 0 if resume is None else resume.step  # optimizer steps taken since recording began
@@ -150,7 +150,7 @@ class DualRecorder:
             if resume is None:
                 self._declare(state.spec)
             elif state.spec.name not in resume.manifest["layers"]:
-                raise ConfigError(f"cannot resume: layer {state.spec.name!r} is not in the recorded memory")
+                raise ConfigError(f"cannot resume: layer {state.spec.name!r} is not in the recorded store")
             if state.spec.hooked:
                 self._handles.append(state.spec.module.register_forward_hook(self._forward_hook(state)))
         self._handles.append(optimizer.register_step_pre_hook(self._before_step))
@@ -379,7 +379,7 @@ class DualRecorder:
 
     # -- finishing -------------------------------------------------------------------------------------------
     def close(self) -> Path:
-        """Detach the hooks, store the final weights, flush every table and mark the memory complete."""
+        """Detach the hooks, store the final weights, flush every table and mark the store complete."""
         if self._closed:
             return self.root
         for handle in self._handles:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.dual.units import DualLayer, UnitBlock
+from icl_gd.dual.layer import DualLayer, UnitBlock
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class UnitSelection:
 def removal_delta(layer: DualLayer, selection: UnitSelection, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray | None]:
     """``(ΔW (out, in), Δb (out,) or None)`` = Σ over selected units of v kᵀ and v^b, in float64:
     what those training patterns added to the layer."""
-    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    d_in, d_out = int(layer.store.info["in_features"]), int(layer.store.info["out_features"])
     dW = np.zeros((d_out, d_in))
     db = np.zeros(d_out) if layer.has_bias else None
     for block in layer.blocks(block_rows):

@@ -5,7 +5,7 @@
 - ``continual``: task 0's epochs, then task 1's with the same optimizer: the forgetting setting.
 
 Training is float64 SGD with momentum, weight decay, a learning rate decayed after every epoch and optional
-clipping, through the one recorded loop ``training.train_epochs``. ``epochs=None`` runs as many epochs as the step
+clipping, through the one SGD loop ``training.train_epochs`` (``mlp_run`` builds every MLP and its SGD). ``epochs=None`` runs as many epochs as the step
 cap needs (the authors count steps, not epochs).
 """
 
@@ -23,10 +23,11 @@ import torch
 
 from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.core.optim import make_optimizer, require_optimizer_keys
+from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
+from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.training import EpochLoop, RecordedSGD, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.training import LAYERS, EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
 
 SETTINGS = ("single", "joint", "continual")
 CURVE_EVERY = 20  # optimizer steps between train_loss rows of the curves
@@ -88,8 +89,19 @@ def phases(setting: str, tasks: TaskPair, single_task: int = 0) -> list[tuple[Cl
     return [(t,) for t in tasks] if setting == "continual" else [tasks_in(setting, tasks, single_task)]
 
 
-def training_set(tasks: Sequence[ClassificationTask], device: torch.device) -> TrainingSet:
-    """The training images of ``tasks`` in one set, labels on the shared head, ids and task ids beside them."""
+def training_set(tasks: Sequence[ClassificationTask], device: torch.device,
+                 examples: np.ndarray | None = None) -> TrainingSet:
+    """The training images of ``tasks`` in one set, labels on the shared head, ids and task ids beside them;
+    ``examples (m,)`` keeps only those training images of a single task (in that order)."""
+    if examples is not None:
+        if len(tasks) != 1:
+            raise ConfigError(f"examples select the images of one task, not of {len(tasks)}")
+        keep = np.asarray(examples, dtype=np.int64)
+        (task,) = tasks
+        return TrainingSet(
+            x=torch.as_tensor(task.data.train_x[keep], dtype=torch.float64, device=device),
+            y=torch.as_tensor(task.data.train_y[keep] + task.label_offset, device=device),
+            example=torch.as_tensor(keep + task.id_offset), task=torch.full((len(keep),), task.index))
     return TrainingSet(
         x=torch.as_tensor(np.concatenate([t.data.train_x for t in tasks]), dtype=torch.float64, device=device),
         y=torch.as_tensor(np.concatenate([t.data.train_y + t.label_offset for t in tasks]), device=device),
@@ -98,36 +110,60 @@ def training_set(tasks: Sequence[ClassificationTask], device: torch.device) -> T
     )
 
 
+def mlp_run(config: ClassifierTrainingConfig, n_features: int, n_out: int, seed: int,
+            device: torch.device) -> tuple[SGDRun, torch.Generator]:
+    """A fresh float64 MLP initialised from ``seed``, with its SGD and per-epoch schedule (not recorded), and the
+    generator that goes on to shuffle its epochs: every MLP of the dual form starts here."""
+    generator = torch.Generator().manual_seed(seed)
+    model = MLP(n_features, config.hidden, n_out, generator).to(torch.float64).to(device)
+    optimizer = make_optimizer("sgd", model.parameters(), config)
+    return SGDRun(model, optimizer, make_schedule(optimizer, config.lr_decay)), generator
+
+
+def train_phase(run: SGDRun, data: TrainingSet, config: ClassifierTrainingConfig, setting: str,
+                generator: torch.Generator, first_epoch: int = 0, on_step=None, on_epoch=None,
+                label: str = "training") -> int:
+    """One phase of ``setting`` on ``data`` through ``train_epochs`` (its epochs, or the step cap); returns the
+    epochs it ran."""
+    epochs = config.phase_epochs(setting, len(data))
+    loop = EpochLoop(epochs, config.batch_size, config.grad_clip, max_steps=config.phase_steps(setting))
+    train_epochs(run, data, loop, generator, first_epoch=first_epoch, on_step=on_step, on_epoch=on_epoch,
+                 label=label)
+    return epochs
+
+
 @dataclass(frozen=True)
 class TrainedSetting:
-    """A model trained in one setting, its recorded memory at ``memory`` and what training measured."""
+    """A model trained in one setting, its recorded store at ``store`` and what training measured."""
 
     setting: str
     model: MLP
     tasks: tuple[ClassificationTask, ...]  # the tasks it was trained on
-    n_epochs: int  # over all phases: the epoch ids in the memory are 0 .. n_epochs - 1
+    n_epochs: int  # over all phases: the epoch ids in the store are 0 .. n_epochs - 1
     phase_starts: tuple[int, ...]  # the first optimizer step of each task phase
-    memory: Path
+    store: Path
     accuracies: dict[str, float]  # task<i>_accuracy, test_accuracy (their mean), continual: after task 0
     curves: list[dict]  # tidy rows: step, seed, model (the setting), metric, value
 
+    def dual_form(self) -> DualForm:
+        """The trained MLP in dual form: its key store opened beside it, layers named ``LAYERS``."""
+        return DualForm(self.store, self.model, dict(zip(LAYERS, self.model.layers)))
 
-def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair, seed: int, memory: Path,
+
+def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair, seed: int, store: Path,
                   device: torch.device, single_task: int = 0) -> TrainedSetting:
-    """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``memory``."""
-    generator = torch.Generator().manual_seed(seed)
+    """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``store``."""
     used = tasks_in(setting, tasks, single_task)
-    model = MLP(tasks[0].data.n_features, config.hidden, head_size(used), generator)
-    model = model.to(torch.float64).to(device)
-    optimizer = make_optimizer("sgd", model.parameters(), config)
+    run, generator = mlp_run(config, tasks[0].data.n_features, head_size(used), seed, device)
+    model = run.model
     key_dtype = config.key_dtype if config.key_dtype != "auto" else (
         "float64" if tasks[0].data.name == "digits" else "float32")
     value_dtype = None if config.value_dtype == "auto" else config.value_dtype
     # Full chunks are written (and fsynced) by a worker thread while training goes on: the disk no longer waits
     # on the arithmetic (paper size: about 6 GB per run).
-    recorder = DualRecorder(mlp_layers(model.layers), optimizer, memory, key_dtype=key_dtype,
+    recorder = DualRecorder(mlp_layers(model.layers), run.optimizer, store, key_dtype=key_dtype,
                             value_dtype=value_dtype, chunk_rows=16384, background_writes=True)
-    run = RecordedSGD(model, optimizer, torch.optim.lr_scheduler.ExponentialLR(optimizer, config.lr_decay), recorder)
+    run.recorder = recorder
     curves: list[dict] = []
 
     def row(metric: str, value: float) -> dict:
@@ -137,23 +173,20 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
         if step % CURVE_EVERY == 0:
             curves.append(row("train_loss", loss.item()))
 
-    def on_epoch(epoch: int) -> None:
+    def on_epoch(epoch: int, lr: float) -> None:
         curves.extend(row(f"test_accuracy_task{t.index}", accuracy(model, t)) for t in used)
 
     accuracies: dict[str, float] = {}
     n_epochs, phase_starts = 0, []
     for phase, phase_tasks in enumerate(phases(setting, tasks, single_task)):
-        data = training_set(phase_tasks, device)
-        epochs = config.phase_epochs(setting, len(data))
-        loop = EpochLoop(epochs, config.batch_size, config.grad_clip, max_steps=config.phase_steps(setting))
         phase_starts.append(recorder.step)
-        train_epochs(run, data, loop, generator, first_epoch=n_epochs, on_step=on_step, on_epoch=on_epoch,
-                     label=f"{setting}/seed {seed}")
-        n_epochs += epochs
+        n_epochs += train_phase(run, training_set(phase_tasks, device), config, setting, generator,
+                                first_epoch=n_epochs, on_step=on_step, on_epoch=on_epoch,
+                                label=f"{setting}/seed {seed}")
         if setting == "continual" and phase == 0:
             accuracies["task0_accuracy_after_task0"] = accuracy(model, tasks[0])
     recorder.close()
     for t in used:
         accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
     accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
-    return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), memory, accuracies, curves)
+    return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), store, accuracies, curves)

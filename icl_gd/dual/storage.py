@@ -1,6 +1,6 @@
 """Append-only, chunked, memory-mapped storage of the dual form: one directory per layer, one manifest.
 
-Layout of a memory directory::
+Layout of a store directory::
 
     manifest.json                       # the only index: what is not listed here does not exist
     <layer>/<table>-<chunk:05d>.<column>.npy
@@ -68,10 +68,10 @@ class _PendingTable:
     rows: int = 0
 
 
-class MemoryWriter:
+class StoreWriter:
     """Writes tables chunk by chunk while training runs; at most ``chunk_rows`` rows per table stay in RAM.
 
-    Every chunk is fsynced before it is listed, so the memory survives power loss, not only process death.
+    Every chunk is fsynced before it is listed, so the store survives power loss, not only process death.
     With ``background=True`` full chunks are written by one worker thread, in order, while the caller goes on
     (file writes and fsync release the GIL, so training overlaps the disk); at most ``MAX_IN_FLIGHT`` chunks
     wait, and ``flush``/``close``/``snapshot`` return only once every chunk is written and listed.
@@ -91,13 +91,13 @@ class MemoryWriter:
         self._pending: dict[tuple[str, str], _PendingTable] = {}
         self._next_chunk: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()  # the manifest: mutated and written by the caller and the worker
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="dual-memory") if background else None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="key-store") if background else None
         self._in_flight: list[Future] = []
         if resume is not None:
             self._resume(resume)
             return
         if (self.root / MANIFEST).exists():
-            raise ConfigError(f"{self.root} already holds a dual memory; use a fresh directory")
+            raise ConfigError(f"{self.root} already holds a key store; use a fresh directory")
         self._manifest: dict[str, Any] = {"format": FORMAT_VERSION, "layers": {}}
         self._write_manifest()
 
@@ -114,11 +114,11 @@ class MemoryWriter:
                 listed.update(f for chunk in spec["chunks"] for f in chunk["files"].values())
             for path in (self.root / layer).glob("*.npy"):
                 if path.name not in listed:
-                    path.unlink()  # written after the snapshot: not part of the resumed memory
+                    path.unlink()  # written after the snapshot: not part of the resumed store
         self._write_manifest()
 
     def snapshot(self) -> dict[str, Any]:
-        """Flush every table and return a copy of the manifest, from which ``MemoryWriter(resume=...)`` continues."""
+        """Flush every table and return a copy of the manifest, from which ``StoreWriter(resume=...)`` continues."""
         self.flush()
         with self._lock:
             return json.loads(json.dumps(self._manifest))
@@ -286,7 +286,7 @@ class Table:
 
 
 @dataclass(frozen=True)
-class LayerMemory:
+class LayerStore:
     name: str
     info: Mapping[str, Any]
     tables: Mapping[str, Table]
@@ -303,14 +303,14 @@ class LayerMemory:
         return self.arrays[name]
 
 
-def open_memory(root: Path | str) -> dict[str, LayerMemory]:
-    """Open a memory directory read-only: ``{layer: LayerMemory}``; only chunks listed in the manifest."""
+def open_store(root: Path | str) -> dict[str, LayerStore]:
+    """Open a store directory read-only: ``{layer: LayerStore}``; only chunks listed in the manifest."""
     root = Path(root)
     if not (root / MANIFEST).is_file():
-        raise DatasetNotFoundError(f"no dual memory at {root} (missing {MANIFEST})")
+        raise DatasetNotFoundError(f"no key store at {root} (missing {MANIFEST})")
     manifest = read_json(root / MANIFEST)
     if manifest.get("format") != FORMAT_VERSION:
-        raise ConfigError(f"{root}: unsupported dual-memory format {manifest.get('format')!r}")
+        raise ConfigError(f"{root}: unsupported key-store format {manifest.get('format')!r}")
     layers = {}
     for layer, entry in manifest["layers"].items():
         tables = {}
@@ -320,5 +320,5 @@ def open_memory(root: Path | str) -> dict[str, LayerMemory]:
                            for chunk in spec["chunks"])
             tables[table] = Table(columns, chunks, tuple(int(chunk["rows"]) for chunk in spec["chunks"]))
         arrays = {name: np.load(root / layer / file) for name, file in entry["arrays"].items()}
-        layers[layer] = LayerMemory(layer, entry["info"], tables, arrays)
+        layers[layer] = LayerStore(layer, entry["info"], tables, arrays)
     return layers

@@ -1,16 +1,19 @@
-"""The recorded optimiser step, and the recorded loop over epochs of shuffled mini-batches.
+"""The one SGD loop of the dual form's networks: a step, recorded or not, and epochs of shuffled mini-batches.
 
-``recorded_step`` is one step of every dual-form training: the loss and its backward pass run inside
-``recorder.batch`` (which records each layer's keys and errors), then clipping and the optimiser step, whose
-learning rate and momentum the recorder reads. Every run on a labelled set (the study's MLP on images, the float64
-identity checks on random data) trains through ``train_epochs``; what differs between them is a parameter of
-``EpochLoop`` (schedule stepped per optimizer step or per epoch, a cap on steps, loss reduction, clipping) or a
-callback (curves). The language model steps through ``recorded_step`` too, over windows of a token stream with a
-carried hidden state and mid-run checkpoints (``icl_gd.dual.lm_training``).
+``sgd_step`` is one optimiser step of every dual-form training: the loss and its backward pass (inside
+``recorder.batch`` when a recorder records the run: it stores each layer's keys and errors), then clipping and the
+optimiser step, whose learning rate and momentum the recorder reads. ``train_epochs`` walks a labelled set in
+epochs of shuffled mini-batches through it: the study's MLP on images (recorded), the float64 identity checks on
+random data (recorded) and the retraining of the attribution study (``icl_gd.dual.lds``, not recorded) all train
+there; what differs between them is a parameter of ``EpochLoop`` (schedule stepped per optimiser step or per
+epoch, a cap on steps, loss reduction, clipping) or a callback (curves, checkpoints). The language model steps
+through ``sgd_step`` too, over windows of a token stream with a carried hidden state (``icl_gd.dual.lm_training``),
+with the same optimiser and schedule factories (``icl_gd.core.optim``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -48,14 +51,22 @@ class TrainingSet:
         return len(self.y)
 
 
-@dataclass(frozen=True)
-class RecordedSGD:
-    """A model trained by ``optimizer`` (its learning rate set by ``schedule``) while ``recorder`` records it."""
+@dataclass
+class SGDRun:
+    """A model trained by ``optimizer`` (its learning rate set by ``schedule``); ``recorder`` records it (None: an
+    ordinary run). ``steps`` counts the optimiser steps this run has taken (a recorder's own count also holds the
+    steps of the run it resumed)."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
     schedule: torch.optim.lr_scheduler.LRScheduler
-    recorder: DualRecorder
+    recorder: DualRecorder | None = None
+    steps: int = 0
+
+    @property
+    def step(self) -> int:
+        """The global step number: the recorder's when recording (it survives a resume), else ``steps``."""
+        return self.recorder.step if self.recorder is not None else self.steps
 
 
 @dataclass(frozen=True)
@@ -71,40 +82,43 @@ class EpochLoop:
     reduction: Literal["mean", "sum"] = "mean"  # of the cross-entropy over a mini-batch
 
 
-def recorded_step(run: RecordedSGD, provenance: Provenance, loss_of: Callable[[], torch.Tensor],
-                  grad_clip: float | None, label: str, after_backward: Callable[[], None] | None = None) -> torch.Tensor:
-    """One recorded optimiser step on the batch ``provenance`` describes; returns the loss. ``loss_of()`` runs the
-    forward pass inside ``recorder.batch``; ``after_backward()`` (recording what the hooks cannot see) runs before
-    clipping. A non-finite loss raises ``DivergenceError`` naming ``label`` and the step."""
+def sgd_step(run: SGDRun, provenance: Provenance, loss_of: Callable[[], torch.Tensor], grad_clip: float | None,
+             label: str, after_backward: Callable[[], None] | None = None) -> torch.Tensor:
+    """One optimiser step on the batch ``provenance`` describes (recorded when ``run`` has a recorder); returns the
+    loss. ``loss_of()`` runs the forward pass; ``after_backward()`` (recording what the hooks cannot see) runs
+    before clipping. A non-finite loss raises ``DivergenceError`` naming ``label`` and the step."""
     run.optimizer.zero_grad()
-    with run.recorder.batch(provenance):
+    with run.recorder.batch(provenance) if run.recorder is not None else contextlib.nullcontext():
         loss = loss_of()
         loss.backward()
     if not torch.isfinite(loss):
-        raise DivergenceError(f"{label}: training loss became {loss.item()} at step {run.recorder.step}; lower lr")
+        raise DivergenceError(f"{label}: training loss became {loss.item()} at step {run.step}; lower lr")
     if after_backward is not None:
         after_backward()
     clip_gradients(run.model.parameters(), grad_clip)
     run.optimizer.step()
+    run.steps += 1
     return loss
 
 
 def train_epochs(
-    run: RecordedSGD,
+    run: SGDRun,
     data: TrainingSet,
     loop: EpochLoop,
     generator: torch.Generator,
     first_epoch: int = 0,
     on_step: Callable[[int, torch.Tensor], None] | None = None,
-    on_epoch: Callable[[int], None] | None = None,
+    on_epoch: Callable[[int, float], None] | None = None,
     label: str = "training",
 ) -> None:
     """Train ``run.model`` on ``data`` for ``loop.epochs`` epochs numbered from ``first_epoch``; each epoch's order
-    is ``torch.randperm`` from ``generator``. ``on_step(recorder step, loss)`` follows every optimizer step and
-    ``on_epoch(epoch)`` every epoch (after the schedule). A non-finite loss raises ``DivergenceError``."""
+    is ``torch.randperm`` from ``generator``. ``on_step(step, loss)`` follows every optimizer step (``run.step``)
+    and ``on_epoch(epoch, lr)`` every epoch (``lr``: the rate the epoch began with; called after the schedule). A
+    non-finite loss raises ``DivergenceError``."""
     with timed("training"):  # one phase of the run's timings.json
         steps = 0
         for epoch in range(first_epoch, first_epoch + loop.epochs):
+            lr = run.optimizer.param_groups[0]["lr"]
             order = torch.randperm(len(data), generator=generator)
             for start in range(0, len(data), loop.batch_size):
                 if loop.max_steps is not None and steps >= loop.max_steps:
@@ -112,14 +126,14 @@ def train_epochs(
                 batch = order[start:start + loop.batch_size]
                 on_device = batch.to(data.x.device)
                 provenance = Provenance(data.example[batch], data.y[on_device], task=data.task[batch], epoch=epoch)
-                loss = recorded_step(run, provenance, lambda: nn.functional.cross_entropy(
+                loss = sgd_step(run, provenance, lambda: nn.functional.cross_entropy(
                     run.model(data.x[on_device]), data.y[on_device], reduction=loop.reduction), loop.grad_clip, label)
                 steps += 1
                 if loop.schedule_every == "step":
                     run.schedule.step()
                 if on_step is not None:
-                    on_step(run.recorder.step, loss)
+                    on_step(run.step, loss)
             if loop.schedule_every == "epoch":
                 run.schedule.step()
             if on_epoch is not None:
-                on_epoch(epoch)
+                on_epoch(epoch, lr)

@@ -1,6 +1,6 @@
 """Check the dual form against the primal network, in float64.
 
-- Weights: W_T =? a_W W_0 + Σ_u v_u k_uᵀ (and b_T =? a_b b_0 + Σ_u v^b_u), rebuilt from the stored memory.
+- Weights: W_T =? a_W W_0 + Σ_u v_u k_uᵀ (and b_T =? a_b b_0 + Σ_u v^b_u), rebuilt from the key store.
 - Outputs: W_T q + b_T =? a_W W_0 q + a_b b_0 + Σ_u v_u (k_u·q) + Σ_u v^b_u, the dual (attention) form.
 - Residual: R = W_T - (rebuilt weights). For SGD it is round-off; for Adam-type optimizers it is not, and
   ``unexplained_share`` reports, per output unit j, ‖R_j‖ / ‖W_T,j - a W_0,j‖ (weight row and bias together;
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.dual.units import DualLayer
+from icl_gd.dual.layer import DualLayer
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,10 @@ def rebuild_and_outputs(layer: DualLayer, queries: np.ndarray,
     b0 = layer.initial_bias
     b = None if b0 is None else layer.initial_scale_b * b0.astype(np.float64)
     out = _initial_outputs(layer, q)
-    compressed = bool(layer.memory.info["compressed"])
+    compressed = bool(layer.store.info["compressed"])
     if compressed:  # as ``DualLayer.example_values``: per-example value sums, added in row order
         ids, keys = layer.compact_keys()
-        values = torch.zeros(len(ids), int(layer.memory.info["out_features"]), dtype=torch.float64)
+        values = torch.zeros(len(ids), int(layer.store.info["out_features"]), dtype=torch.float64)
         bias_values = torch.zeros_like(values) if layer.has_bias else None
     for block in layer.blocks(block_rows):
         attention = block.key @ q.T  # (b, nq)
@@ -113,8 +113,8 @@ def verify_layer(
     ``block_rows`` units are held in RAM at a time (lower it for wide values, e.g. a language model's output).
     """
     if weight is None:
-        weight = layer.memory.array("final_weight")
-        bias = layer.memory.arrays.get("final_bias")
+        weight = layer.store.array("final_weight")
+        bias = layer.store.arrays.get("final_bias")
     weight = np.asarray(weight, dtype=np.float64)
     bias = None if bias is None else np.asarray(bias, dtype=np.float64)
     q = _checked_queries(layer, queries)
@@ -136,7 +136,7 @@ def verify_layer(
     denominator = np.sqrt(np.where(still, size2, moved2))
     share = np.sqrt(res2) / np.where(denominator > 0, denominator, 1.0)
     return DualVerification(
-        layer=layer.name, exact=bool(layer.memory.info["exact"]), weight_max_abs_error=w_abs,
+        layer=layer.name, exact=bool(layer.store.info["exact"]), weight_max_abs_error=w_abs,
         weight_max_rel_error=w_rel, output_max_abs_error=o_abs, output_max_rel_error=o_rel,
         unexplained_share=share,
     )

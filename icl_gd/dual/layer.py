@@ -16,7 +16,7 @@ import torch
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.recorder import KIND_PROJECTED, KIND_SGD, KIND_SKIPPED
-from icl_gd.dual.storage import LayerMemory, Table
+from icl_gd.dual.storage import LayerStore, Table
 
 
 def step_coefficients(steps: Table, param: str, upto: int | None = None) -> tuple[float, np.ndarray]:
@@ -94,7 +94,7 @@ class UnitBlock(UnitProvenance):
 class DualLayer:
     """One recorded layer in dual form at step ``upto``: the stored rows plus their step coefficients."""
 
-    memory: LayerMemory
+    store: LayerStore
     initial_scale_w: float
     initial_scale_b: float
     coef_w: np.ndarray  # (T,)
@@ -102,11 +102,11 @@ class DualLayer:
 
     @property
     def name(self) -> str:
-        return self.memory.name
+        return self.store.name
 
     @property
     def has_bias(self) -> bool:
-        return bool(self.memory.info["has_bias"])
+        return bool(self.store.info["has_bias"])
 
     @property
     def n_steps(self) -> int:
@@ -114,11 +114,11 @@ class DualLayer:
 
     @property
     def initial_weight(self) -> np.ndarray:
-        return self.memory.array("initial_weight")
+        return self.store.array("initial_weight")
 
     @property
     def initial_bias(self) -> np.ndarray | None:
-        return self.memory.arrays.get("initial_bias")
+        return self.store.arrays.get("initial_bias")
 
     def _step_coef(self, coef: np.ndarray, step: np.ndarray) -> np.ndarray:
         # Rows recorded after step T (a backward pass with no optimizer step yet) do not count.
@@ -131,10 +131,10 @@ class DualLayer:
         """Uncompressed layers: keys ``(n, in)``, values ``(n, out)`` and bias values of the units at ``rows (n,)``
         (float64), read from the memory maps row by row (only the touched pages of each chunk are read)."""
         rows = np.asarray(rows, dtype=np.int64)
-        table = self.memory.table("rows")
+        table = self.store.table("rows")
         if rows.size and (rows.min() < 0 or rows.max() >= table.rows):
             raise ConfigError(f"unit rows must lie in 0..{table.rows - 1}")
-        d_in, d_out = int(self.memory.info["in_features"]), int(self.memory.info["out_features"])
+        d_in, d_out = int(self.store.info["in_features"]), int(self.store.info["out_features"])
         key, error, step = np.zeros((len(rows), d_in)), np.zeros((len(rows), d_out)), np.zeros(len(rows), np.int64)
         starts = np.cumsum((0,) + table.chunk_rows)
         for index in range(len(table.chunks)):
@@ -149,15 +149,15 @@ class DualLayer:
 
     def compact_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """Compressed layers: ``(example ids (E,), keys (E, in))`` sorted by example id, in RAM."""
-        table = self.memory.table("keys")
+        table = self.store.table("keys")
         ids = table.column("example")
         order = np.argsort(ids, kind="stable")
         return ids[order], table.column("key")[order]
 
     def blocks(self, block_rows: int = 32768, dtype: str = "float64") -> Iterator[UnitBlock]:
         """Every unit, block by block; keys and values converted to ``dtype``."""
-        rows = self.memory.table("rows")
-        compressed = bool(self.memory.info["compressed"])
+        rows = self.store.table("rows")
+        compressed = bool(self.store.info["compressed"])
         names = ["error", *PROVENANCE_FIELDS] + ([] if compressed else ["key"])
         if compressed:
             ids, keys = self.compact_keys()
@@ -184,10 +184,10 @@ class DualLayer:
         This is the exact compression: since an example's key never changes, Σ_s v_s k_sᵀ = (Σ_s v_s) kᵀ.
         """
         ids, _ = self.compact_keys()
-        out = int(self.memory.info["out_features"])
+        out = int(self.store.info["out_features"])
         values = torch.zeros(len(ids), out, dtype=torch.float64)
         bias_values = torch.zeros(len(ids), out, dtype=torch.float64) if self.has_bias else None
-        rows = self.memory.table("rows")
+        rows = self.store.table("rows")
         for _, block in rows.blocks(["error", "example", "step"], block_rows):
             step = np.asarray(block["step"])
             pos = torch.from_numpy(np.searchsorted(ids, np.asarray(block["example"])))
@@ -199,9 +199,9 @@ class DualLayer:
         return ids, values.numpy(), None if bias_values is None else bias_values.numpy()
 
 
-def dual_layer(memory: LayerMemory, upto: int | None = None) -> DualLayer:
-    """The dual form of ``memory`` after its first ``upto`` optimizer steps (all recorded steps by default)."""
-    steps = memory.table("steps")
+def dual_layer(store: LayerStore, upto: int | None = None) -> DualLayer:
+    """The dual form of ``store`` after its first ``upto`` optimizer steps (all recorded steps by default)."""
+    steps = store.table("steps")
     a_w, coef_w = step_coefficients(steps, "w", upto)
     a_b, coef_b = step_coefficients(steps, "b", upto)
-    return DualLayer(memory, a_w, a_b, coef_w, coef_b)
+    return DualLayer(store, a_w, a_b, coef_w, coef_b)

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import warnings
 
 import numpy as np
 import torch
-from torch import nn
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.dual.units import PROVENANCE_FIELDS, DualLayer, UnitBlock, UnitProvenance
+from icl_gd.dual.layer import PROVENANCE_FIELDS, DualLayer, UnitBlock, UnitProvenance
 
 
 @dataclass(frozen=True)
@@ -118,33 +118,45 @@ class UnitScan:
         return torch.log(safe) - self.xlogx / safe
 
 
+class Scorer(Protocol):
+    """What a pass over a layer's units feeds, block by block: ``add(block, attention, contribution)`` gets the
+    block of units (read-only) with its ``(nq, b)`` attention |a_u| and contribution c_u (overwritten after the
+    call: copy what must outlive it). Any number of scorers ride on one pass, so the units are read once."""
+
+    def add(self, block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None: ...
+
+
+@dataclass(frozen=True)
+class ScoreFunction:
+    """A plain function ``add(block, attention, contribution)`` as a ``Scorer``."""
+
+    add: Callable[[UnitBlock, torch.Tensor, torch.Tensor], None]
+
+
 def scan_units(
     layer: DualLayer,
     queries: np.ndarray | torch.Tensor,
     readouts: np.ndarray | torch.Tensor,
     k: int,
     block_rows: int,
-    on_scores: Callable[[UnitBlock, torch.Tensor, torch.Tensor], None],
+    scorers: Sequence[Scorer] = (),
     dtype: torch.dtype = torch.float32,
     matmul_dtype: torch.dtype | None = None,
     opponents: bool = False,
-    on_block: Callable[[UnitBlock], None] | None = None,
 ) -> UnitScan:
     """The blocked scorer of images and text: every unit u of ``layer`` against ``queries (nq, in)`` with
-    read-outs ``readouts (nq, out)``, block by block, in ``dtype`` on the CPU. ``on_scores(block, attention,
-    contribution)`` gets each block's ``(nq, b)`` attention |a_u| and contribution c_u to sum as it needs (they
-    are overwritten afterwards: copy what must outlive the call); the top-k lists and Σ|a| log|a| are kept here.
+    read-outs ``readouts (nq, out)``, block by block, in ``dtype`` on the CPU; each of ``scorers`` gets every
+    block with its attention and contribution (``Scorer``); the top-k lists and Σ|a| log|a| are kept here.
 
     ``matmul_dtype=torch.bfloat16`` computes the k·q products in bfloat16 (about 4x faster on CPUs with
     AVX512-BF16, scores good to about 3 significant digits, so near-ties in the top-k may swap); the default
-    computes them in ``dtype``. ``on_block(block)`` sees every block of units (read-only) before it is scored:
-    another computation over the same units without reading them again."""
+    computes them in ``dtype``."""
     if matmul_dtype not in (None, dtype, torch.bfloat16, torch.float16):
         raise ConfigError(f"matmul_dtype must be None, {dtype}, bfloat16 or float16, got {matmul_dtype}")
     q = torch.as_tensor(np.asarray(queries), dtype=dtype)
     q_low = None if matmul_dtype in (None, dtype) else q.to(matmul_dtype)
     r = torch.as_tensor(np.asarray(readouts), dtype=dtype)
-    d_in, d_out = int(layer.memory.info["in_features"]), int(layer.memory.info["out_features"])
+    d_in, d_out = int(layer.store.info["in_features"]), int(layer.store.info["out_features"])
     if q.ndim != 2 or q.shape[1] != d_in:
         raise ConfigError(f"queries must be (nq, {d_in}), got {tuple(q.shape)}")
     if r.shape != (q.shape[0], d_out):
@@ -167,8 +179,6 @@ def scan_units(
     bias_buffer = torch.empty(nq * block_rows if layer.has_bias and not shared_coefficients else 0, dtype=dtype)
     for block in layer.blocks(block_rows, dtype=str(dtype).removeprefix("torch.")):
         first, b = int(block.row[0]), len(block.row)
-        if on_block is not None:
-            on_block(block)
         for f in provenance:
             provenance[f].append(np.array(getattr(block, f)))
         key = readonly_tensor(block.key)
@@ -191,11 +201,75 @@ def scan_units(
         top_pro.update(contribution, first)
         if top_opp is not None:
             top_opp.update(contribution, first, largest=False)
-        on_scores(block, attention, contribution)
+        for scorer in scorers:
+            scorer.add(block, attention, contribution)
         xlogx += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
     prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
     return UnitScan(top_att.result(prov), top_pro.result(prov),
                     None if top_opp is None else top_opp.result(prov, -1.0), xlogx)
+
+
+class GroupTotals:
+    """Σ |a_u| and Σ c_u per class, task, epoch and (task, epoch) of the units' examples for ``nq`` queries,
+    accumulated in float64 from one-hot products of each block (in the working ``dtype``); with ``n_examples``
+    also per example ``(nq, N)``."""
+
+    def __init__(self, nq: int, n_classes: int, n_tasks: int, n_epochs: int, n_examples: int | None,
+                 dtype: torch.dtype) -> None:
+        for name, value in (("n_classes", n_classes), ("n_tasks", n_tasks), ("n_epochs", n_epochs)):
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+        self.nq, self.n_classes, self.n_tasks, self.n_epochs = nq, n_classes, n_tasks, n_epochs
+        self.n_examples, self.dtype = n_examples, dtype
+        groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
+        self.attention = torch.zeros(nq, groups, dtype=torch.float64)
+        self.contribution = torch.zeros(nq, groups, dtype=torch.float64)
+        per_example = n_examples is not None
+        self.attention_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
+        self.contribution_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
+
+    def add(self, block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None:
+        n_epochs, dtype = self.n_epochs, self.dtype
+        onehot = torch.cat([one_hot(block.label, self.n_classes, "classes", dtype),
+                            one_hot(block.task, self.n_tasks, "tasks", dtype),
+                            one_hot(block.epoch, n_epochs, "epochs", dtype),
+                            one_hot(block.task * n_epochs + block.epoch, self.n_tasks * n_epochs, "task-epochs",
+                                    dtype),
+                            ], 1)  # (b, groups)
+        self.attention.add_((attention @ onehot).to(torch.float64))  # block sums in the working dtype
+        self.contribution.add_((contribution @ onehot).to(torch.float64))
+        if self.attention_example is not None:
+            if block.example.max() >= self.n_examples:
+                raise ConfigError(f"example id {int(block.example.max())} >= n_examples={self.n_examples}")
+            index = torch.from_numpy(block.example.astype(np.int64))
+            self.attention_example.index_add_(1, index, attention.to(torch.float64))
+            self.contribution_example.index_add_(1, index, contribution.to(torch.float64))
+
+    def scores(self, scan: UnitScan) -> QueryScores:
+        """The ``QueryScores`` of the pass ``scan`` these totals rode on."""
+        nq, n_classes, n_tasks, n_epochs = self.nq, self.n_classes, self.n_tasks, self.n_epochs
+        # Every unit has exactly one class, so the class totals sum to the overall totals.
+        att_total = self.attention[:, :n_classes].sum(1)
+        con_total = self.contribution[:, :n_classes].sum(1)
+
+        def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            m = m.numpy()
+            ends = np.cumsum([n_classes, n_tasks, n_epochs])
+            return (m[:, :ends[0]], m[:, ends[0]:ends[1]], m[:, ends[1]:ends[2]],
+                    m[:, ends[2]:].reshape(nq, n_tasks, n_epochs))
+
+        att_c, att_t, att_e, att_te = split(self.attention)
+        con_c, con_t, con_e, _ = split(self.contribution)
+        return QueryScores(
+            attention_top=scan.attention_top, proponents=scan.proponents, opponents=scan.opponents,
+            attention_total=att_total.numpy(), contribution_total=con_total.numpy(),
+            entropy=scan.entropy(att_total).numpy(),
+            attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
+            contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
+            attention_by_task_epoch=att_te,
+            attention_by_example=None if self.attention_example is None else self.attention_example.numpy(),
+            contribution_by_example=None if self.contribution_example is None else self.contribution_example.numpy(),
+        )
 
 
 def score_queries(
@@ -210,61 +284,15 @@ def score_queries(
     block_rows: int = 32768,
     dtype: torch.dtype = torch.float32,
     matmul_dtype: torch.dtype | None = None,
-    on_block: Callable[[UnitBlock], None] | None = None,
+    scorers: Sequence[Scorer] = (),
 ) -> QueryScores:
     """Score ``queries (nq, in)`` against every unit of ``layer`` (``scan_units``); ``readouts (nq, out)`` give
-    the read-out direction per query. Totals per class, task, epoch and (task, epoch), accumulated in float64
-    from one-hot products of each block; ``n_examples`` also returns per-example totals ``(nq, N)``."""
-    for name, value in (("n_classes", n_classes), ("n_tasks", n_tasks), ("n_epochs", n_epochs)):
-        if value <= 0:
-            raise ConfigError(f"{name} must be positive, got {value}")
-    nq = len(queries)
-    groups = n_classes + n_tasks + n_epochs + n_tasks * n_epochs
-    att_groups = torch.zeros(nq, groups, dtype=torch.float64)
-    con_groups = torch.zeros(nq, groups, dtype=torch.float64)
-    per_example = n_examples is not None
-    att_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
-    con_example = torch.zeros(nq, n_examples or 0, dtype=torch.float64) if per_example else None
-
-    def add(block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None:
-        onehot = torch.cat([one_hot(block.label, n_classes, "classes", dtype),
-                            one_hot(block.task, n_tasks, "tasks", dtype),
-                            one_hot(block.epoch, n_epochs, "epochs", dtype),
-                            one_hot(block.task * n_epochs + block.epoch, n_tasks * n_epochs, "task-epochs", dtype),
-                            ], 1)  # (b, groups)
-        att_groups.add_((attention @ onehot).to(torch.float64))  # block sums in the working dtype, totals float64
-        con_groups.add_((contribution @ onehot).to(torch.float64))
-        if per_example:
-            if block.example.max() >= n_examples:
-                raise ConfigError(f"example id {int(block.example.max())} >= n_examples={n_examples}")
-            index = torch.from_numpy(block.example.astype(np.int64))
-            att_example.index_add_(1, index, attention.to(torch.float64))
-            con_example.index_add_(1, index, contribution.to(torch.float64))
-
-    scan = scan_units(layer, queries, readouts, k, block_rows, add, dtype, matmul_dtype, opponents=True,
-                      on_block=on_block)
-    # Every unit has exactly one class, so the class totals sum to the overall totals.
-    att_total = att_groups[:, :n_classes].sum(1)
-    con_total = con_groups[:, :n_classes].sum(1)
-
-    def split(m: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        m = m.numpy()
-        ends = np.cumsum([n_classes, n_tasks, n_epochs])
-        return (m[:, :ends[0]], m[:, ends[0]:ends[1]], m[:, ends[1]:ends[2]],
-                m[:, ends[2]:].reshape(nq, n_tasks, n_epochs))
-
-    att_c, att_t, att_e, att_te = split(att_groups)
-    con_c, con_t, con_e, _ = split(con_groups)
-    return QueryScores(
-        attention_top=scan.attention_top, proponents=scan.proponents, opponents=scan.opponents,
-        attention_total=att_total.numpy(), contribution_total=con_total.numpy(),
-        entropy=scan.entropy(att_total).numpy(),
-        attention_by_class=att_c, contribution_by_class=con_c, attention_by_task=att_t,
-        contribution_by_task=con_t, attention_by_epoch=att_e, contribution_by_epoch=con_e,
-        attention_by_task_epoch=att_te,
-        attention_by_example=None if att_example is None else att_example.numpy(),
-        contribution_by_example=None if con_example is None else con_example.numpy(),
-    )
+    the read-out direction per query. Totals per class, task, epoch and (task, epoch) (``GroupTotals``);
+    ``n_examples`` also returns per-example totals ``(nq, N)``; ``scorers`` ride on the same pass."""
+    totals = GroupTotals(len(queries), n_classes, n_tasks, n_epochs, n_examples, dtype)
+    scan = scan_units(layer, queries, readouts, k, block_rows, [totals, *scorers], dtype, matmul_dtype,
+                      opponents=True)
+    return totals.scores(scan)
 
 
 def vote(attention_by_class: np.ndarray) -> np.ndarray:
@@ -276,33 +304,3 @@ def vote_agreement(attention_by_class: np.ndarray, predictions: np.ndarray, labe
     """Fractions of queries whose vote equals the model's prediction, and the true label."""
     votes = vote(attention_by_class)
     return float(np.mean(votes == np.asarray(predictions))), float(np.mean(votes == np.asarray(labels)))
-
-
-def layer_queries(
-    model: nn.Module, modules: Sequence[nn.Linear], x: torch.Tensor
-) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-    """Run ``model`` on ``x (nq, ...)``: ``(logits (nq, C), inputs per module (nq, in), readouts (nq, out))``.
-
-    A module's read-out is ∂ logit_pred / ∂ (module output), pred = argmax of the logits, per query.
-    """
-    inputs: list[torch.Tensor | None] = [None] * len(modules)
-    outputs: list[torch.Tensor | None] = [None] * len(modules)
-
-    def hook(i: int):
-        def capture(module, args, output):
-            inputs[i] = args[0].detach()
-            outputs[i] = output
-        return capture
-
-    handles = [m.register_forward_hook(hook(i)) for i, m in enumerate(modules)]
-    try:
-        with torch.enable_grad():
-            logits = model(x)
-            if any(o is None for o in outputs):
-                raise ConfigError("a query module was not used by the model's forward pass")
-            picked = logits.gather(1, logits.argmax(1, keepdim=True)).sum()
-            readouts = torch.autograd.grad(picked, outputs, allow_unused=False)
-    finally:
-        for h in handles:
-            h.remove()
-    return logits.detach(), [i for i in inputs], [r.detach() for r in readouts]
