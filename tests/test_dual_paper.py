@@ -81,7 +81,7 @@ def test_per_query_views_on_a_constructed_case():
     step = np.array([0, 0, 1, 1, 2, 2, 2])
     example = np.array([0, 1, 0, 5, 6, 2, 5])  # example 0 seen at steps 0 and 1, example 5 at steps 1 and 2
     score = np.array([[1.0, 9.0], [2.0, 8.0], [3.0, 7.0], [4.0, 6.0], [5.0, 5.0], [6.0, 4.0], [0.5, 3.0]])
-    spot = _spotlight(_Steps(), score, task, label, step, example,
+    spot = _spotlight(_Steps.n_steps, score, task, label, step, example,
                       config=AnalysisConfig(spotlight_keys=2, recent_steps=2, top_k=3),
                       n_tasks=2, n_classes=2, n_examples=7)
     nan = np.nan
@@ -121,7 +121,7 @@ def test_spotlights_scored_during_query_scoring_equal_their_own_pass(tmp_path):
     queries = np.random.default_rng(1).normal(size=(5, 6))
     config = AnalysisConfig(spotlight_keys=4, recent_steps=2, top_k=5)
     shape = {"n_tasks": 2, "n_classes": 20, "n_examples": 60}
-    collected = SpotlightScores(layer, queries[[0, 3]])
+    collected = SpotlightScores(queries[[0, 3]], layer.has_bias, layer.n_steps)
     seen = []
     score_queries(layer, queries, np.ones((5, 6)), k=3, n_classes=20, n_tasks=2, n_epochs=2, block_rows=7,
                   scorers=[collected, ScoreFunction(lambda block, attention, contribution: seen.append(len(block.row)))])

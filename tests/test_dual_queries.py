@@ -8,11 +8,12 @@ import torch
 
 from icl_gd.constructions.dual_form import DualCase, train_recorded
 from icl_gd.dual.scan import (
-    score_queries, vote, vote_agreement,
+    score_queries,
 )
 from icl_gd.dual.layer import dual_layer
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
+from icl_gd.dual.analysis import vote, vote_agreement
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.training import LAYERS
 from oracles import dense_scores

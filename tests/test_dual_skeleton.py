@@ -65,6 +65,7 @@ def test_the_example_scorer_agrees_with_the_class_totals(example, tmp_path):
     tasks = config.data.build()
     trained = module.train_setting(config.training, "single", tasks, 0, tmp_path / "store", CPU)
     form = trained.dual_form()
+    assert all(form.layer(name).n_steps == trained.n_steps for name in LAYERS)  # what the spotlights' steps read
     batch = form.inputs(torch.as_tensor(tasks[0].data.test_x[:9], dtype=torch.float64))
     predicted = batch.logits.argmax(1).numpy()
     for name in LAYERS:

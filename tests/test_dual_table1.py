@@ -10,7 +10,8 @@ import torch
 from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, TheirScoreTotals, analyse, attention_per_key,
                                   restricted_accuracies, table1_metrics, table1_split)
 from icl_gd.studies.dual_form import table1_rows
-from icl_gd.dual.classifier import TaskPairConfig, accuracy
+from icl_gd.dual.classifier import TaskPairConfig
+from icl_gd.dual.settings import accuracy
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
 from icl_gd.dual.storage import open_store

@@ -25,12 +25,12 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
-from icl_gd.dual.classifier import ClassificationTask, accuracy
+from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.layer import DualLayer, UnitBlock
 from icl_gd.dual.removal import UnitSelection
-from icl_gd.dual.scan import one_hot, readonly_tensor, vote, vote_agreement
-from icl_gd.dual.settings import TrainedSetting
+from icl_gd.dual.scan import one_hot, readonly_tensor
+from icl_gd.dual.settings import TrainedSetting, accuracy
 from icl_gd.dual.training import LAYERS
 from icl_gd.dual.verification import DualVerification
 
@@ -146,42 +146,46 @@ def analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cla
 
 
 def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[ClassificationTask]) -> Analysis:
-    form = trained.dual_form()
     queries = Queries.first(trained.tasks, config.n_queries)
     device = next(trained.model.parameters()).device
     xq = torch.as_tensor(queries.x, dtype=torch.float64, device=device)
+    form = DualForm(trained.store, trained.model, dict(zip(LAYERS, trained.model.layers)))
     batch = form.inputs(xq)
-    inputs, readouts = [batch.query(name) for name in LAYERS], [batch.readout(name) for name in LAYERS]
+    inputs = [batch.query(name) for name in LAYERS]
     pred = batch.logits.argmax(1).cpu().numpy()
-    verification = [form.verify(name, q[:VERIFY_QUERIES]) for name, q in zip(LAYERS, inputs)]
+    n_classes = trained.model.output.out_features
+    figure = figure_query_indices(pred, queries.y, queries.task, config.n_figure_queries)
+    # The figure queries' spotlights and the authors' vote score ride on the same pass over the units (the same
+    # float32 blocks) as the class totals.
+    spot = {name: SpotlightScores(q[figure], module.bias is not None, trained.n_steps)
+            for name, q, module in zip(LAYERS, inputs, trained.model.layers)}
+    theirs = {name: TheirScoreTotals(q, n_classes) for name, q in zip(LAYERS, inputs)}
+    reading = form.read(batch, {name: [spot[name], theirs[name]] for name in LAYERS}, VERIFY_QUERIES,
+                        k=config.top_k, n_classes=n_classes, n_tasks=len(tasks), n_epochs=trained.n_epochs)
+    verification = [reading.verification[name] for name in LAYERS]
     metrics = {f"{name}.verify_max_rel_error": v.max_rel_error for name, v in zip(LAYERS, verification)}
     metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
-    scoring = {"n_classes": trained.model.output.out_features, "n_tasks": len(tasks), "n_epochs": trained.n_epochs}
     class_attention, epoch_attention, votes = [], [], []
-    figure = figure_query_indices(pred, queries.y, queries.task, config.n_figure_queries)
-    shape = {"n_tasks": len(tasks), "n_classes": scoring["n_classes"], "n_examples": sum(t.n_train for t in tasks)}
+    shape = {"n_tasks": len(tasks), "n_classes": n_classes, "n_examples": sum(t.n_train for t in tasks)}
     spots = []
-    for name, q, r in zip(LAYERS, inputs, readouts):
-        layer = form.layer(name)
-        spot = SpotlightScores(layer, q[figure])  # scored on the same pass over the units (same float32 blocks)
-        theirs = TheirScoreTotals(q, scoring["n_classes"])
-        s = form.score(name, q, r, scorers=[spot, theirs], k=config.top_k, **scoring)
+    for name in LAYERS:
+        s = reading.scores[name]
         if len(figure):
-            spots.append(spot.spotlight(config, **shape))
+            spots.append(spot[name].spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
         metrics.update(table1_metrics(f"table1.{name}", votes[-1], pred, queries.y, queries.task,
                                       [t.index for t in trained.tasks]))
-        metrics.update(table1_metrics(f"table1_their_score.{name}", vote(theirs.by_class()), pred, queries.y,
+        metrics.update(table1_metrics(f"table1_their_score.{name}", vote(theirs[name].by_class()), pred, queries.y,
                                       queries.task, [t.index for t in trained.tasks]))
+        units = spot[name].units_per_task(len(tasks))
         if len(trained.tasks) > 1:
             metrics.update({f"{name}.{k}": v for k, v in attention_per_key(
-                s.attention_by_task, s.attention_total, spot.units_per_task(len(tasks)),
-                [t.index for t in trained.tasks]).items()})
+                s.attention_by_task, s.attention_total, units, [t.index for t in trained.tasks]).items()})
         agree_pred, agree_label = vote_agreement(s.attention_by_class, pred, queries.y)
         metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
         metrics[f"{name}.vote_agrees_with_label"] = agree_label
         metrics[f"{name}.effective_keys"] = float(np.mean(s.effective_keys))
-        metrics[f"{name}.n_keys"] = float(layer.store.table("rows").rows)
+        metrics[f"{name}.n_keys"] = float(units.sum())
         metrics[f"{name}.attention_share_task1"] = float(np.mean(s.attention_by_task[:, 1] / s.attention_total))
         class_attention.append(s.attention_by_class / s.attention_total[:, None])
         epoch_attention.append(np.mean(s.attention_by_task_epoch / s.attention_total[:, None, None], axis=0))
@@ -196,6 +200,17 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     info = tuple(FigureQuery(int(i), int(queries.task[i]), int(queries.y[i]), int(pred[i])) for i in figure)
     return Analysis(metrics, verification, class_attention, pred, queries.y, votes, epoch_attention,
                     queries.x[figure], spots, removal_rows, info)
+
+
+def vote(attention_by_class: np.ndarray) -> np.ndarray:
+    """The class each query attends to most, ``(nq,)``."""
+    return np.argmax(attention_by_class, axis=1)
+
+
+def vote_agreement(attention_by_class: np.ndarray, predictions: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Fractions of queries whose vote equals the model's prediction, and the true label."""
+    votes = vote(attention_by_class)
+    return float(np.mean(votes == np.asarray(predictions))), float(np.mean(votes == np.asarray(labels)))
 
 
 def figure_query_indices(predictions: np.ndarray, labels: np.ndarray, task: np.ndarray, per_kind: int) -> np.ndarray:
@@ -218,10 +233,10 @@ class SpotlightScores:
     float32 blocks (``DualLayer.blocks(dtype="float32")``): a ``Scorer`` that rides on ``score_queries``'s pass over
     the units instead of reading them once more. Holds (units, nf) scores: a handful of queries."""
 
-    def __init__(self, layer: DualLayer, queries: np.ndarray) -> None:
-        self.layer = layer
+    def __init__(self, queries: np.ndarray, has_bias: bool, n_steps: int) -> None:
+        self.n_steps = n_steps  # of the layer's recorded training
         self.q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)  # (nf, in)
-        self.offset = 1.0 if layer.has_bias else 0.0
+        self.offset = 1.0 if has_bias else 0.0
         self.parts: dict[str, list[np.ndarray]] = {"score": [], "task": [], "label": [], "step": [], "example": []}
 
     def add(self, block: UnitBlock, attention: torch.Tensor | None = None,
@@ -235,7 +250,7 @@ class SpotlightScores:
         return np.bincount(np.concatenate(self.parts["task"]), minlength=n_tasks)
 
     def spotlight(self, config: AnalysisConfig, n_tasks: int, n_classes: int, n_examples: int) -> Spotlight:
-        return _spotlight(self.layer, *(np.concatenate(self.parts[f]) for f in ("score", "task", "label", "step",
+        return _spotlight(self.n_steps, *(np.concatenate(self.parts[f]) for f in ("score", "task", "label", "step",
                                                                                   "example")),
                           config=config, n_tasks=n_tasks, n_classes=n_classes, n_examples=n_examples)
 
@@ -245,13 +260,13 @@ def spotlights(layer: DualLayer, queries: np.ndarray, config: AnalysisConfig, n_
     """The authors' per-query views of one layer for ``queries (nf, in)``: scores |a_u| = |k_u·q| (+1 for the
     augmented bias key) of every unit, then sorted per (task, class), summed per recent step and per example.
     Holds (units, nf) scores in float32: meant for a handful of queries."""
-    scores = SpotlightScores(layer, queries)
+    scores = SpotlightScores(queries, layer.has_bias, layer.n_steps)
     for block in layer.blocks(dtype="float32"):
         scores.add(block)
     return scores.spotlight(config, n_tasks, n_classes, n_examples)
 
 
-def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.ndarray, step: np.ndarray,
+def _spotlight(n_steps: int, score: np.ndarray, task: np.ndarray, label: np.ndarray, step: np.ndarray,
                example: np.ndarray, config: AnalysisConfig, n_tasks: int, n_classes: int,
                n_examples: int) -> Spotlight:
     """``spotlights`` from every unit's scores ``(units, nf)`` and provenance ``(units,)``."""
@@ -263,10 +278,10 @@ def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.
             top = -np.sort(-group, axis=0)[:n].T  # (nf, min(g, n)) descending
             sorted_scores[:, t, c, :top.shape[1]] = top
     total = score.sum(0, dtype=np.float64)  # (nf,)
-    first = max(layer.n_steps - config.recent_steps, 0)
+    first = max(n_steps - config.recent_steps, 0)
     recent = step >= first
     cell = (step[recent] - first) * n_tasks + task[recent]
-    n_recent = layer.n_steps - first
+    n_recent = n_steps - first
     step_mass = np.stack([np.bincount(cell, weights=score[recent, i], minlength=n_recent * n_tasks)
                           for i in range(nf)]).reshape(nf, n_recent, n_tasks) / total[:, None, None]
     by_example = np.stack([np.bincount(example, weights=score[:, i], minlength=n_examples) for i in range(nf)])
@@ -277,7 +292,7 @@ def _spotlight(layer: DualLayer, score: np.ndarray, task: np.ndarray, label: np.
     class_units = np.bincount(group, minlength=n_tasks * n_classes).reshape(n_tasks, n_classes)
     k = min(config.top_k, len(score))
     top = np.argsort(-score, axis=0, kind="stable")[:k].T  # (nf, k) units by decreasing score, ties by row
-    return Spotlight(sorted_scores, np.arange(first, layer.n_steps), step_mass, top_examples, class_totals,
+    return Spotlight(sorted_scores, np.arange(first, n_steps), step_mass, top_examples, class_totals,
                      class_units, example[top], step[top], np.take_along_axis(score.T, top, 1))
 
 
@@ -365,13 +380,12 @@ def attention_per_key(attention_by_task: np.ndarray, attention_total: np.ndarray
 
 def restricted_accuracies(trained: TrainedSetting, form: DualForm, stop: int, prefix: str) -> dict[str, float]:
     """The counterfactual of the authors' continual setting: one layer's attention restricted to the keys of steps
-    before ``stop`` (the units of later steps subtracted, ``restriction_delta``), the other layers as trained; then
+    before ``stop`` (the units of later steps subtracted, ``DualForm.restricted``), the other layers as trained; then
     all three at once (``all``). Each trained task's test accuracy (whole test set), as
     ``{prefix}.{layer or all}.task<i>_accuracy``. ``stop`` = the number of steps keeps every key (the trained model);
     0 keeps none (the initial weights, times weight decay's shrinkage)."""
-    restrictions = {name: form.restriction(name, stop) for name in LAYERS}
     out = {}
-    for name, chosen in [*((n, {n: restrictions[n]}) for n in LAYERS), ("all", restrictions)]:
-        with form.removed(chosen):
+    for name, chosen in [*((n, [n]) for n in LAYERS), ("all", LAYERS)]:
+        with form.restricted(chosen, stop):
             out.update({f"{prefix}.{name}.task{t.index}_accuracy": accuracy(trained.model, t) for t in trained.tasks})
     return out

@@ -115,12 +115,3 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """(B, d_in) → logits (B, n_out)."""
         return self.output(torch.relu(self.hidden(torch.relu(self.input(x)))))
-
-
-def accuracy(model: nn.Module, task: ClassificationTask) -> float:
-    """Fraction of ``task``'s test images whose largest logit is their label on the shared head."""
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        x = torch.as_tensor(task.data.test_x, dtype=torch.float64, device=device)
-        pred = model(x).argmax(1).cpu().numpy()
-    return float(np.mean(pred == task.data.test_y + task.label_offset))

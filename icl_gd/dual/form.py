@@ -9,7 +9,7 @@ answers every question the analyses ask of it:
 - ``verify(name, queries)``: the rebuilt weights and the dual outputs against the primal layer, in float64;
 - ``scan(name, queries, readouts, scorers)`` / ``score(...)``: every unit against the queries in one blocked pass
   that any number of scorers ride on (``icl_gd.dual.scan``);
-- ``removed({name: selection})`` / ``restricted(stop)`` / ``without_rows(name, rows)``: the model with a set of
+- ``removed({name: selection})`` / ``restricted(names, stop)`` / ``without_rows(name, rows)``: the model with a set of
   units subtracted from its layers, restored on exit (``icl_gd.dual.removal``).
 
 An analysis (images, language models, attribution, the recorder's identity checks) opens one ``DualForm`` and asks;
@@ -62,6 +62,14 @@ class LayerInputs:
         if self.readouts is None:
             raise ConfigError("these layer inputs were captured without read-outs; call inputs(x, readouts=True)")
         return self.readouts[name].cpu().numpy()
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What ``DualForm.read`` gives per recorded layer: its verification and its query scores."""
+
+    verification: dict[str, DualVerification]
+    scores: dict[str, QueryScores]
 
 
 class DualForm:
@@ -149,6 +157,17 @@ class DualForm:
         n_classes, n_tasks, n_epochs, n_examples, block_rows, dtype, matmul_dtype)."""
         return score_queries(self.layer(name), queries, readouts, scorers=scorers, **options)
 
+    def read(self, batch: LayerInputs, scorers: Mapping[str, Sequence[Scorer]] | None = None,
+             verify_queries: int | None = None, **options) -> Reading:
+        """Every recorded layer on the queries of ``batch``: first each layer verified on the first
+        ``verify_queries`` queries (None: all), then each scored (``score``, with ``options``) with that layer's
+        ``scorers`` riding on its pass."""
+        scorers = scorers or {}
+        verification = {name: self.verify(name, batch.query(name)[:verify_queries]) for name in self.names}
+        scores = {name: self.score(name, batch.query(name), batch.readout(name), scorers.get(name, ()), **options)
+                  for name in self.names}
+        return Reading(verification, scores)
+
     # ------------------------------------------------------------------ removal
     def delta(self, name: str, selection: UnitSelection) -> Delta:
         """``(ΔW, Δb)``: what the units ``selection`` picks added to layer ``name`` (computed once)."""
@@ -165,10 +184,10 @@ class DualForm:
                            for name, selection in selections.items()]):
             yield self.model
 
-    def restriction(self, name: str, stop: int) -> UnitSelection:
-        """The units of layer ``name`` from step ``stop`` on: removing them restricts its attention to the keys of
-        the steps before ``stop``."""
-        return UnitSelection(steps=(stop, max(stop, self.layer(name).n_steps)))
+    def restricted(self, names: Sequence[str], stop: int):
+        """``removed`` of the units of steps ``stop`` onwards from each of ``names``: their attention restricted to
+        the keys of the steps before ``stop`` (``stop=0``: the initial weights; every step: the trained layer)."""
+        return self.removed({name: UnitSelection(steps=(stop, max(stop, self.layer(name).n_steps))) for name in names})
 
     @contextmanager
     def without_rows(self, name: str, rows: np.ndarray) -> Iterator[nn.Module]:

@@ -68,7 +68,7 @@ class _TopK:
         self.score = torch.full((nq, 0), -torch.inf, dtype=torch.float64)
         self.row = torch.zeros((nq, 0), dtype=torch.int64)
 
-    def update(self, score: torch.Tensor, first_row: int, largest: bool = True) -> None:
+    def merge(self, score: torch.Tensor, first_row: int, largest: bool = True) -> None:
         """Merge a block; ``largest=False`` keeps the smallest scores, stored negated (no negated copy)."""
         k = min(self.k, score.shape[1])
         top, idx = torch.topk(score, k, dim=1, largest=largest)
@@ -197,10 +197,10 @@ def scan_units(
             raw.add_(offset)
             contribution.mul_(raw)
         attention = raw.abs_()  # |a_u| = |k_u·q + 1| (+1 for the bias's augmented key)
-        top_att.update(attention, first)
-        top_pro.update(contribution, first)
+        top_att.merge(attention, first)
+        top_pro.merge(contribution, first)
         if top_opp is not None:
-            top_opp.update(contribution, first, largest=False)
+            top_opp.merge(contribution, first, largest=False)
         for scorer in scorers:
             scorer.add(block, attention, contribution)
         xlogx += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
@@ -293,14 +293,3 @@ def score_queries(
     scan = scan_units(layer, queries, readouts, k, block_rows, [totals, *scorers], dtype, matmul_dtype,
                       opponents=True)
     return totals.scores(scan)
-
-
-def vote(attention_by_class: np.ndarray) -> np.ndarray:
-    """The class each query attends to most, ``(nq,)``."""
-    return np.argmax(attention_by_class, axis=1)
-
-
-def vote_agreement(attention_by_class: np.ndarray, predictions: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
-    """Fractions of queries whose vote equals the model's prediction, and the true label."""
-    votes = vote(attention_by_class)
-    return float(np.mean(votes == np.asarray(predictions))), float(np.mean(votes == np.asarray(labels)))

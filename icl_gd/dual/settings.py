@@ -20,11 +20,12 @@ import math
 
 import numpy as np
 import torch
+from torch import nn
 
 from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
-from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, accuracy, head_size
+from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, head_size
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder
 from icl_gd.dual.training import LAYERS, EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
@@ -77,6 +78,15 @@ class ClassifierTrainingConfig:
         if self.epochs is not None:
             return self.epochs
         return math.ceil(self.phase_steps(setting) / math.ceil(n_examples / self.batch_size))
+
+
+def accuracy(model: nn.Module, task: ClassificationTask) -> float:
+    """Fraction of ``task``'s test images whose largest logit is their label on the shared head."""
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        x = torch.as_tensor(task.data.test_x, dtype=torch.float64, device=device)
+        pred = model(x).argmax(1).cpu().numpy()
+    return float(np.mean(pred == task.data.test_y + task.label_offset))
 
 
 def tasks_in(setting: str, tasks: TaskPair, single_task: int = 0) -> tuple[ClassificationTask, ...]:
@@ -141,6 +151,7 @@ class TrainedSetting:
     tasks: tuple[ClassificationTask, ...]  # the tasks it was trained on
     n_epochs: int  # over all phases: the epoch ids in the store are 0 .. n_epochs - 1
     phase_starts: tuple[int, ...]  # the first optimizer step of each task phase
+    n_steps: int  # optimizer steps recorded in all
     store: Path
     accuracies: dict[str, float]  # task<i>_accuracy, test_accuracy (their mean), continual: after task 0
     curves: list[dict]  # tidy rows: step, seed, model (the setting), metric, value
@@ -189,4 +200,5 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
     for t in used:
         accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
     accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
-    return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), store, accuracies, curves)
+    return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), recorder.step, store, accuracies,
+                          curves)
