@@ -60,8 +60,8 @@ def test_a_ratio_claim_is_compared_on_the_log_scale():
 def test_no_interval_no_record_and_other_setups_are_not_verdicts():
     one = AuthorsValue(LINEAR.id, (0.01,), True)
     assert agreement(LINEAR, Spread((0.02,)), one).agreement is Agreement.CANNOT_TELL  # 1 + 1 values: df 0
-    flat = AuthorsValue(LINEAR.id, (0.01, 0.01), True)
-    assert agreement(LINEAR, Spread((0.01, 0.01)), flat).agreement is Agreement.CANNOT_TELL  # no spread at all
+    one_apart = AuthorsValue(LINEAR.id, (0.03,), True)
+    assert agreement(LINEAR, Spread((0.02,)), one_apart).agreement is Agreement.CANNOT_TELL  # beyond the margin
     nan = AuthorsValue(LINEAR.id, (0.01, float("nan")), True)
     assert agreement(LINEAR, Spread((0.01, 0.02)), nan).agreement is Agreement.CANNOT_TELL  # never a silent NaN
     assert agreement(LINEAR, None, AuthorsValue(LINEAR.id, (0.01, 0.02), True)).agreement is Agreement.CANNOT_TELL

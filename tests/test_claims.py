@@ -285,16 +285,24 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     write_report(tmp_path, results, header)
     md = (tmp_path / "report.md").read_text()
     # the construction check is reported in its own table, not counted in the claims' summary
-    assert "3 claims: 1 hold, 1 fail, 1 inconclusive; 1 construction check: 1 hold" in md
+    assert "von Oswald et al. 2023: 3 claims judged: 1 hold, 1 fail, 1 inconclusive; 1 construction check: 1 hold" \
+        in md
     assert "| vo-single-loss" not in md and "[vo-single-loss](runs/plan0_seed0)" in md
     assert "0.002 ± 0.001 (3 seeds, 95% CI [" in md and "< 0.02" in md
     assert "## Construction checks" in md and md.index("`vo-prop1-exact`") > md.index("## Construction checks")
     assert "Outer left: Trained single LSA layer performance is identical" in md  # the quote
     assert "ours: 'identical' / 'matches' in loss" in md  # the threshold's source beside it
     # the authors' code's recorded values: separate tokens compared (2 of their seeds), sine at another budget
-    assert "0.0368, 0.937 (seeds 0, 1): agrees" in md and "0.358 (seed 0): not run" in md
+    # their seed 1 never trained (final loss 0.402, the untrained model's 0.416): flagged and left out of their
+    # verdict and of the comparison
+    assert ("0.0368, 0.937 (seeds 0, 1): theirs fails (seed 1 left out: training failed); agrees (ours 3 seeds, "
+            "theirs 1") in md and "0.358 (seed 0): not run" in md
+    # each paper's headline: its claims, the authors' code's verdicts beside ours, and who fails where
+    assert ("**3 claims judged: 1 hold, 1 fail, 1 inconclusive; the authors' code run for 1: the same verdict in 0; "
+            "fail in both codes: none; fail only in icl-gd: none; fail only in theirs: vo-separate-one-step.**") in md
     page = (tmp_path / "report.html").read_text()
-    assert page.count('src="data:image/png;base64,') == 1 and 'id="claims"' in page
+    assert page.count('src="data:image/png;base64,') == 1 and 'id="claims-von-oswald"' in page
+    assert '<span class="badge fails">theirs: fails</span>' in page
     assert 'id="construction-checks"' in page and 'class="fails"' in page and 'class="holds"' in page
     assert '<span class="badge agrees">' in page and '<span class="badge not-run">' in page
     data = json.loads((tmp_path / "claims.json").read_text())
@@ -304,10 +312,18 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     assert first["values"] == [0.001, 0.002, 0.003] and data["commit"] == "abc1234"
     assert first["quote"] and first["location"].startswith("§3") and first["kind"] == "paper"
     assert first["threshold_source"].startswith("ours:") and first["authors_code"] == {
-        "value": None, "agreement": "not run", "note": "the authors' code has not been run for this claim here",
+        "value": None, "verdict": None, "verdict_note": "", "failed_seeds": [], "agreement": "not run",
+        "note": "the authors' code has not been run for this claim here",
+        "margin": {"value": 0.005, "source": "ours: a quarter of the 'matches' rule's 2% (a relative loss gap)"},
         "difference": None, "interval": None}
+    assert first["interval"]["seeds"] == 3 and first["seeds"] == 3 and first["failed_seeds"] == []
+    by_paper = data["summary"]["by_paper"]["von Oswald et al. 2023"]
+    assert (by_paper["claims"], by_paper["holds"], by_paper["fails"], by_paper["inconclusive"]) == (3, 1, 1, 1)
+    assert (by_paper["authors_code_run"], by_paper["same_verdict"]) == (1, 0)
+    assert by_paper["fails_only_in_theirs"] == ["vo-separate-one-step"] and not by_paper["fails_in_both"]
     theirs = data["claims"][2]["authors_code"]
     assert theirs["agreement"] == "agrees" and theirs["value"]["values"] == [0.0368, 0.9373]
+    assert theirs["verdict"] == "fails" and theirs["failed_seeds"][0]["seed"] == "1"
     assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 10000
     assert render_markdown(results, header, tmp_path) == md and render_html(results, header, tmp_path) == page
 

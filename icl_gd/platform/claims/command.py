@@ -46,7 +46,7 @@ def _seed_of(spec) -> str:
 def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tuple[float, list[str]]]:
     """For each run to do whose plan has finished seeds with timings: (their mean CPU seconds, those seeds). A run
     on one thread takes about its CPU time in wall time on an otherwise idle core, so a finished seed measures the
-    others better than the plan's estimate (issue 21); CPU, not wall, so the load it ran under does not count."""
+    others better than the plan's estimate; CPU, not wall, so the load it ran under does not count."""
     finished: dict[tuple, list[tuple[str, float]]] = {}
     for p in planned:
         cpu = measured_cpu_s(_run_dir(p, root)) if _is_finished(p, root) else None
@@ -248,6 +248,9 @@ def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path |
                                    f"`{current_commit()}` on {now}")
     for claim_id, before, after in loaded.changed:
         echo(f"icl-gd: {claim_id}: recorded {before}, {after} by today's rule (the claim changed since that run)")
+    echo(f"icl-gd: the claims' declared tests (failed seeds, degenerate references) read from the runs under "
+         f"{loaded.runs_root}" if loaded.runs_root else
+         "icl-gd: the runs are not beside this claims.json: the declared tests are taken as it recorded them")
     if out is not None:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,9 @@ variant), a per-seed statistic over those runs' ``metrics.json`` and a threshold
 for every claim (``decide``): ``holds`` when every seed is on the passing side and the 95% interval of the mean does
 not cross the threshold, ``fails`` when every seed is on the failing side and the interval does not cross it either,
 ``inconclusive`` otherwise (the seeds disagree, the interval straddles the threshold, or the quick budget cannot
-decide this claim). A ratio (``Ratio``) is positive and skewed, so its mean and interval are taken on the log scale
+decide this claim). Two declared tests come first (``judge_values``): a seed whose training failed (``TrainingCheck``)
+is flagged and left out of the verdict, and a claim whose reference degenerated (``ReferenceCheck``, e.g. a GD++ that
+fell back to GD) is ``no valid reference``, never ``fails``. A ratio (``Ratio``) is positive and skewed, so its mean and interval are taken on the log scale
 (geometric mean, interval exp(mean log ± t·sd log / √n)); a t-interval of raw ratios can reach below zero.
 """
 
@@ -29,6 +31,7 @@ class Verdict(str, Enum):
     HOLDS = "holds"
     FAILS = "fails"
     INCONCLUSIVE = "inconclusive"
+    NO_VALID_REFERENCE = "no valid reference"  # the reference the claim compares with degenerated (ReferenceCheck)
 
 
 class Direction(str, Enum):
@@ -114,6 +117,41 @@ class Kind(str, Enum):
     BEYOND = "beyond"  # beyond the two papers: a statement of later work (quoted from it, ``paper`` names it) or ours
 
 
+@dataclass(frozen=True)
+class Margin:
+    """How far apart the two codes' means may be and still agree (``authors.agreement``), on the claim statistic's
+    own scale (the log scale for a ratio), and where that number comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class TrainingCheck:
+    """A seed's training failed when a trained model's final test loss (any of ``losses``, metrics of plan 0) is not
+    below ``fraction`` × the untrained model's (``untrained``: the zero predictor's loss, the plateau a model starts
+    on): it never left the plateau, or it diverged. Such a seed is flagged, counted and left out of the verdict and
+    of the comparison with the authors' code."""
+
+    losses: tuple[str, ...]
+    untrained: str = "loss_zero"
+    fraction: float = 0.9
+    source: str = ("ours: a seed whose final test loss is not at least 10% below the untrained model's (the zero "
+                   "predictor's, the plateau training starts on) never left that plateau or diverged")
+
+    def failed(self, losses: Sequence[float], untrained: float) -> str:
+        """The reason one seed failed ("" when it trained), from its trained models' losses."""
+        bound = self.fraction * untrained
+        bad = [v for v in losses if not (math.isfinite(v) and v < bound)]
+        if not bad:
+            return ""
+        return (f"final loss {', '.join(f'{v:.4g}' for v in bad)} not below {self.fraction:g} × the untrained "
+                f"model's {untrained:.4g}")
+
+    def __call__(self, evidence: SeedEvidence) -> str:
+        return self.failed([evidence.value(k) for k in self.losses], evidence.value(self.untrained))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Claim:
     """One statement, as a check over the runs it needs.
@@ -123,6 +161,11 @@ class Claim:
     where the threshold comes from: a number the paper gives (with its location), the authors' code's value measured
     here, or a stated rule ("ours: ..."). ``follows`` says, where the paper's text and the authors' code differ,
     which one the claim's runs follow.
+
+    ``variant_of`` names the claim whose sentence this one tests again another way (e.g. against a reference tuned
+    otherwise): a variant is a sub-row of that claim, not counted on its own. ``margin`` is the equivalence margin
+    of the comparison with the authors' code; ``training`` the test of a failed seed; ``reference`` a callable on one
+    seed's evidence returning why the claim's reference degenerated ("" when it is valid).
     """
 
     id: str
@@ -142,6 +185,10 @@ class Claim:
     # inconclusive with the measured value shown, never guessed.
     quick_decisive: bool = True
     figures: tuple[str, ...] = ()  # paths inside the first plan's first run directory, shown in the report
+    variant_of: str = ""
+    margin: Margin | None = None
+    training: TrainingCheck | None = None
+    reference: Callable[[SeedEvidence], str] | None = None
 
     def __post_init__(self) -> None:
         if not self.runs:
@@ -209,11 +256,26 @@ class Spread:
 
 @dataclass(frozen=True)
 class ClaimResult:
+    """A claim's verdict; ``spread`` holds every seed's value (None when none could be measured), ``failed_seeds``
+    the seeds (index, reason) whose training failed, left out of the verdict; ``checked`` whether the declared
+    training and reference tests could be run (False: their metrics were not available)."""
+
     claim: Claim
     verdict: Verdict
     spread: Spread | None  # None when no value could be measured
     note: str = ""
     run_dirs: tuple[Path, ...] = field(default=())
+    failed_seeds: tuple[tuple[int, str], ...] = ()
+    checked: bool = True
+
+    @property
+    def kept(self) -> Spread | None:
+        """The seeds the verdict was decided from (those whose training did not fail)."""
+        if self.spread is None:
+            return None
+        left_out = {i for i, _ in self.failed_seeds}
+        values = tuple(v for i, v in enumerate(self.spread.values) if i not in left_out)
+        return Spread(values, log=self.spread.log) if values else None
 
 
 def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[Verdict, str]:
@@ -240,12 +302,49 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
     return verdict, note
 
 
+def seed_list(indices: Sequence[int]) -> str:
+    return f"seed{'s' if len(indices) != 1 else ''} {', '.join(map(str, indices))}"
+
+
+def judge_values(claim: Claim, values: Sequence[float], failed_seeds: Sequence[tuple[int, str]] = (),
+                 reference_problem: str = "", quick: bool = False) -> tuple[Verdict, str]:
+    """The verdict after the declared tests: a degenerate reference is ``no valid reference`` (with its reason),
+    seeds whose training failed are left out (and said so), the rest decided by ``decide``."""
+    if reference_problem:
+        return Verdict.NO_VALID_REFERENCE, reference_problem
+    left_out = sorted({i for i, _ in failed_seeds})
+    kept = [v for i, v in enumerate(values) if i not in left_out]
+    if left_out and not kept:
+        return Verdict.INCONCLUSIVE, f"training failed in every seed ({seed_list(left_out)})"
+    verdict, note = decide(claim, kept, quick)
+    if left_out:
+        flagged = f"{seed_list(left_out)} left out: training failed"
+        note = f"{note}; {flagged}" if note else flagged
+    return verdict, note
+
+
+def check_seeds(claim: Claim, evidence: Sequence[SeedEvidence]) -> tuple[tuple[tuple[int, str], ...], str]:
+    """(seeds whose training failed with the reason, why the reference degenerated or ""), by the claim's declared
+    tests; a metric a test needs that a run lacks is a MissingEvidence."""
+    failed = tuple((i, reason) for i, e in enumerate(evidence) if claim.training and (reason := claim.training(e)))
+    problems = [f"seed {i}: {p}" for i, e in enumerate(evidence) if claim.reference and (p := claim.reference(e))]
+    if problems and len(problems) == len(evidence) and len({p.split(": ", 1)[1] for p in problems}) == 1:
+        problems = [f"every seed: {problems[0].split(': ', 1)[1]}"]
+    return failed, "; ".join(problems)
+
+
 def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool = False) -> ClaimResult:
-    """Compute the claim's statistic for every seed's evidence and decide."""
+    """Compute the claim's statistic for every seed's evidence, run its declared tests and decide."""
     run_dirs = tuple(d for e in evidence for d in e.run_dirs)
     try:
         values = [float(claim.statistic(e)) for e in evidence]
     except MissingEvidence as exc:
         return ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"cannot measure: {exc}", run_dirs)
-    verdict, note = decide(claim, values, quick)
-    return ClaimResult(claim, verdict, Spread(tuple(values), log=claim.log_scale) if values else None, note, run_dirs)
+    checked = True
+    try:
+        failed, problem = check_seeds(claim, evidence)
+    except MissingEvidence:
+        failed, problem, checked = (), "", False
+    verdict, note = judge_values(claim, values, failed, problem, quick)
+    spread = Spread(tuple(values), log=claim.log_scale) if values else None
+    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked)

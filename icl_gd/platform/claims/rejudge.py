@@ -4,19 +4,26 @@ A full-budget ``icl-gd reproduce`` takes hours; its run directories are scratch,
 (``authors_values.json``) keep growing after it. ``claims.json`` holds every claim's per-seed values, which is all
 the verdicts need: the first (the claim's rule over our seeds) is decided again by today's registry, the second
 (agreement with the authors' code) against today's records. Nothing is measured here.
+
+The declared tests of a claim (a seed whose training failed, a reference that degenerated) need more than the
+statistic's values: they are read again from the runs' ``metrics.json`` when the runs are still beside the
+claims.json (its folder, or the ``--out`` folder its command names), else taken from what the claims.json recorded.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.platform.claims.model import ClaimResult, Spread, Verdict, decide
+from icl_gd.platform.claims.model import (Claim, ClaimResult, MissingEvidence, Spread, Verdict, check_seeds,
+                                          judge_values)
 from icl_gd.platform.claims.registry import ALL_CHECKS
+from icl_gd.platform.claims.reproduce import plan_dirs, seed_evidence
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class Rejudged:
     wall_s: float
     runs_measured: str
     changed: tuple[tuple[str, str, str], ...]
+    runs_root: Path | None = None  # where the runs' metrics were read for the declared tests (None: not found)
 
 
 def _value(raw: Any, where: str) -> float:
@@ -67,21 +75,65 @@ def load_claims_json(path: Path) -> Rejudged:
     if unknown:
         raise ConfigError(f"--rejudge {path}: claim {unknown[0]!r} is not registered any more; rerun the reproduction")
     quick = bool(data["quick"])
+    root = runs_root(path, str(data["command"]))
     by_id = {e["id"]: e for e in entries}
     results, changed = [], []
     for claim in (c for c in ALL_CHECKS if c.id in by_id):  # registry order, as a reproduction writes them
         entry = by_id[claim.id]
         values = tuple(_value(v, f"--rejudge {path}: {claim.id} values") for v in entry.get("values") or ())
         if values:
-            verdict, note = decide(claim, values, quick)
-            result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note)
+            failed, problem, checked, run_dirs = _tests(claim, entry, root, quick)
+            verdict, note = judge_values(claim, values, failed, problem, quick)
+            result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
+                                 checked)
         else:
-            result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured")
+            result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
+                                 tuple(Path(r) for r in entry.get("runs") or ()))
         if entry.get("verdict") != result.verdict.value:
             changed.append((claim.id, str(entry.get("verdict")), result.verdict.value))
         results.append(result)
     return Rejudged(tuple(results), str(data["command"]), str(data["commit"]), str(data["date"]), quick,
-                    float(data.get("wall_seconds") or 0.0), str(data.get("runs_measured") or ""), tuple(changed))
+                    float(data.get("wall_seconds") or 0.0), str(data.get("runs_measured") or ""), tuple(changed),
+                    root)
+
+
+def runs_root(path: Path, command: str) -> Path | None:
+    """The folder holding the reproduction's ``runs/``: the claims.json's own, or the ``--out`` of its command
+    (as given, or from the claims.json's folder or the one above it, e.g. the README's beside docs/)."""
+    candidates = [path.parent]
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        tokens = []
+    if "--out" in tokens[:-1]:
+        out = Path(tokens[tokens.index("--out") + 1])
+        candidates += [out] if out.is_absolute() else [out, path.parent / out, path.parent.parent / out]
+    return next((c for c in candidates if (c / "runs").is_dir()), None)
+
+
+def _tests(claim: Claim, entry: dict, root: Path | None, quick: bool
+           ) -> tuple[tuple[tuple[int, str], ...], str, bool, tuple[Path, ...]]:
+    """(failed seeds, reference problem, whether the tests ran, run directories) for one claim: from its runs when
+    ``root`` holds them all, else as the claims.json recorded them."""
+    if root is not None:
+        per_plan = plan_dirs(claim, root, quick)
+        dirs = tuple(d for plan in per_plan for d in plan)
+        if all((d / "metrics.json").is_file() for d in dirs):
+            evidence = seed_evidence(per_plan)
+            run_dirs = tuple(d for e in evidence for d in e.run_dirs)
+            try:
+                failed, problem = check_seeds(claim, evidence)
+            except MissingEvidence:
+                return (), "", False, run_dirs
+            return failed, problem, True, run_dirs
+    run_dirs = tuple(Path(r) for r in entry.get("runs") or ())
+    if "failed_seeds" not in entry:
+        return (), "", False, run_dirs
+    failed = tuple((int(f["seed"]), str(f["reason"])) for f in entry["failed_seeds"])
+    reference = entry.get("reference") or {}
+    problem = "" if reference.get("valid", True) else str(reference.get("note", "")).removeprefix(
+        "no valid reference: ")
+    return failed, problem, bool(entry.get("checked", True)), run_dirs
 
 
 __all__ = ["Rejudged", "load_claims_json"]

@@ -95,6 +95,20 @@ class Reproduction:
     wall_s: float
 
 
+def plan_dirs(claim: Claim, root: Path, quick: bool) -> list[list[Path]]:
+    """Each of the claim's plans' seed run directories under ``root/runs``."""
+    return [[root / "runs" / VERIFY_DIR] if plan.study == VERIFY_STUDY
+            else [root / "runs" / spec.run_id() for spec in seed_specs(plan, quick)] for plan in claim.runs]
+
+
+def seed_evidence(per_plan: Sequence[Sequence[Path]]) -> list[SeedEvidence]:
+    """One SeedEvidence per seed (the seeds every plan has; a one-run plan, such as verify, serves every seed)."""
+    seeds = min(len(dirs) for dirs in per_plan)
+    return [SeedEvidence(tuple(read_json(dirs[min(i, len(dirs) - 1)] / "metrics.json")["mean"] for dirs in per_plan),
+                         tuple(dirs[min(i, len(dirs) - 1)] for dirs in per_plan))
+            for i in range(seeds)]
+
+
 def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, str] | None = None
           ) -> tuple[ClaimResult, ...]:
     """Evaluate every claim from the run directories under ``root/runs`` (a run without metrics.json, or listed in
@@ -102,29 +116,18 @@ def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, 
     failures = failures or {}
     results = []
     for claim in claims:
-        per_plan = []
+        per_plan = plan_dirs(claim, root, quick)
         missing = ""
-        for plan in claim.runs:
-            if plan.study == VERIFY_STUDY:
-                dirs = [root / "runs" / VERIFY_DIR]
-            else:
-                dirs = [root / "runs" / spec.run_id() for spec in seed_specs(plan, quick)]
-            for d in dirs:
-                if d.name in failures:
-                    missing = missing or f"run {d.name} failed: {failures[d.name]}"
-                elif not (d / "metrics.json").is_file():
-                    missing = missing or f"run {d.name} has no metrics.json"
-            per_plan.append(dirs)
+        for d in (d for dirs in per_plan for d in dirs):
+            if d.name in failures:
+                missing = missing or f"run {d.name} failed: {failures[d.name]}"
+            elif not (d / "metrics.json").is_file():
+                missing = missing or f"run {d.name} has no metrics.json"
         if missing:
             run_dirs = tuple(d for dirs in per_plan for d in dirs)
             results.append(ClaimResult(claim, Verdict.INCONCLUSIVE, None, missing, run_dirs))
             continue
-        seeds = min(len(dirs) for dirs in per_plan)
-        evidence = [SeedEvidence(tuple(read_json(dirs[min(i, len(dirs) - 1)] / "metrics.json")["mean"]
-                                       for dirs in per_plan),
-                                 tuple(dirs[min(i, len(dirs) - 1)] for dirs in per_plan))
-                    for i in range(seeds)]
-        results.append(evaluate_claim(claim, evidence, quick))
+        results.append(evaluate_claim(claim, seed_evidence(per_plan), quick))
     return tuple(results)
 
 

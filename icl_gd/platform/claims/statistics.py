@@ -214,3 +214,37 @@ class WorstDeviation:
 
 def rel_gap(first: str, second: str, absolute: bool = False, plan: int = 0) -> RelGap:
     return RelGap(first, second, absolute, plan)
+
+
+@dataclass(frozen=True)
+class GdppReference:
+    """Whether a seed's GD++ reference (``reference``: its test loss, e.g. ``loss_gdpp`` tuned by L-BFGS) is one:
+    degenerate when it fell back to plain GD (its loss equal to GD's, ``gd``, within round-off: γ = 0), or when it is
+    more than ``tolerance`` above the loss another tuning of GD++ (``best``) reaches on the same test tasks, so it is
+    not the best GD++ found. Returns the reason ("" when valid); a metric the run lacks is skipped, except the
+    reference's own."""
+
+    reference: str = "loss_gdpp"
+    gd: str = "loss_gd"
+    best: str = ""
+    tolerance: float = 0.02
+    name: str = "GD++ (L-BFGS)"
+    best_name: str = "GD++ tuned the authors' way"
+
+    def __call__(self, evidence: SeedEvidence) -> str:
+        loss = evidence.value(self.reference)
+        gd = _optional(evidence, self.gd)
+        if gd is not None and math.isclose(loss, gd, rel_tol=1e-6):
+            return f"{self.name} fell back to GD (γ = 0): its loss equals GD's, {loss:.5g}"
+        best = _optional(evidence, self.best) if self.best else None
+        if best is not None and loss > (1 + self.tolerance) * best:
+            return (f"{self.name}'s loss {loss:.4g} is {loss / best - 1:.0%} above the {best:.4g} that "
+                    f"{self.best_name} reaches on the same test tasks, so it is not the best GD++ found")
+        return ""
+
+
+def _optional(evidence: SeedEvidence, key: str) -> float | None:
+    try:
+        return evidence.value(key)
+    except MissingEvidence:
+        return None

@@ -1,4 +1,4 @@
-"""Beyond the papers (issue 22): which algorithm a deep trained model runs, layer by layer (Fu, Chen, Jia & Sharan
+"""Beyond the papers: which algorithm a deep trained model runs, layer by layer (Fu, Chen, Jia & Sharan
 2023, arXiv 2310.17086; Ahn, Cheng, Daneshmand & Sra, NeurIPS 2023). Each claim quotes its source (both papers'
 abstracts: no full text of either is stored here) and is marked as beyond the papers; the runs are the
 `which-algorithm` study's (8-layer stacks on its short training budget)."""
@@ -36,8 +36,8 @@ WHICH_ALGORITHM_ILL = RunPlan("which-algorithm", overrides=("kappa=20", *_FULL),
 
 _NEWTON_QUOTE = ("predictions from successive Transformer layers closely match different iterations of Newton's "
                  "Method linearly, with each middle layer roughly computing 3 iterations")
-_NEWTON_THRESHOLD = ("paper: Fu et al.'s 'each middle layer roughly computing 3 iterations', so at most 3 more matched "
-                     "iterations per layer (3.5: the counts are integers)")
+_NEWTON_THRESHOLD = ("ours: Fu et al.'s 'each middle layer roughly computing 3 iterations' read as at most 3 more "
+                     "matched iterations per layer (3.5: the counts are integers)")
 
 
 def _newton_linear(id: str, plan: RunPlan, setting: str) -> Claim:
@@ -62,7 +62,7 @@ BEYOND_ALGORITHM_CLAIMS: tuple[Claim, ...] = (
                            "2 is faster than linear (Fu et al. give no number for 'exponentially more')",
           quick_decisive=False, figures=("figures/matched_steps.png",)),
     Claim(id="beyond-closer-than-gdpp", paper=FU, kind=Kind.BEYOND,
-          location="not in either paper: ours (issue 22), with Fu et al.'s similarity of errors",
+          location="not in either paper: ours, with Fu et al.'s similarity of errors",
           statement="8 tied LSA layers: at every layer k ≥ 4 the trained model's errors are more similar to the "
                     "best-matched of Newton, GD and preconditioned GD than to GD++ (each at its own best match).",
           runs=(WHICH_ALGORITHM,),

@@ -1,4 +1,4 @@
-"""Beyond the papers (issue 23): are the dual form's spotlights faithful? Attention against retraining (LDS,
+"""Beyond the papers: are the dual form's spotlights faithful? Attention against retraining (LDS,
 leave-k-out) and against attribution methods. Each claim is marked as ours, beyond the paper."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ SPOTLIGHTS = RunPlan("spotlights", seeds=3, quick_seeds=2, estimate_s=300,
 
 BEYOND_SPOTLIGHT_CLAIMS: tuple[Claim, ...] = (
     Claim(id="beyond-spotlights-move", paper=IRIE, kind=Kind.BEYOND,
-          location="not in the paper: ours (issue 23), a test of their reading of the training patterns with most "
+          location="not in the paper: ours, a test of their reading of the training patterns with most "
                    "attention (\"spotlights\", their plot_attention.py figures) as the patterns the network uses",
           statement="Removing the 40 training images a test prediction attends to most (attention summed over the "
                     "three layers) and retraining moves the predicted class's logit further than removing 40 random "

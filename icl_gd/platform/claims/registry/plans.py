@@ -23,7 +23,7 @@ RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _A
                       quick_estimate_s=70)
 RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=3, quick_seeds=1,
                       estimate_s=100, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=95)
-# Plans added for issue 19 have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
+# The plans below have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
 # by layers; N = 25, 50, 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers.
 # Measured 2026-12-01: 43-44 min wall a seed at load 3.5 (about 55% of a core), so ~24 CPU minutes, about half of it
 # the L-BFGS GD++ tuning. With the eigenbasis tuners (2026-12-02) both tunings (L-BFGS, and the authors' 250-point η

@@ -1,4 +1,9 @@
-"""Stated threshold rules of ours, used where a paper gives no number (the same words get the same rule)."""
+"""Stated threshold rules of ours, used where a paper gives no number (the same words get the same rule), the
+equivalence margins of the comparison with the authors' code, and the tests of a failed seed and of a degenerate
+reference."""
+
+from icl_gd.platform.claims.model import Margin, TrainingCheck
+from icl_gd.platform.claims.statistics import GdppReference
 
 # ---------------------------------------------------------------------------------------------------- rules
 # Where the paper gives no number, a threshold is one of these stated rules of ours (the same words get the same rule).
@@ -9,7 +14,6 @@ RULES = {
              "0.99 (the paper gives no number; Fig. 2 center left's axis spans 0.80-1.00)",
     "ood": "ours: 'performs equally' on the paper's log-scale OOD panels read as a relative gap under 5% "
            "(0.02 decade) at every sweep point (the paper gives no tolerance)",
-    "sign": "paper: the sentence states a direction only ('surpasses', 'better', 'decreases'), so 0",
     "identity": "ours: an exact identity, checked in float64; each identity's tolerance is round-off",
 }
 
@@ -19,3 +23,29 @@ RULES["table1-majority"] = (
 RULES["table1-direction"] = (
     "ours: a direction only, so 0; their script prints both shares (Output and Target rows), their repository holds "
     "no value, and no text of the paper is stored here to say how they read it")
+
+
+def direction_only(words: str) -> str:
+    """The threshold 0 of a sentence that states a direction only: a reading of ours, naming the words it reads."""
+    return f"ours: {words} read as a direction only, so 0 (the paper gives no size)"
+
+
+# ---------------------------------------------------------------------------------------------------- margins
+# Two codes agree when the 95% interval of the difference of their means contains 0, or lies within ± the claim's
+# margin: a quarter of the claim's own tolerance, fixed before comparing, so a difference inside it moves a value by
+# at most a quarter of the distance the claim allows.
+def quarter_of(tolerance: float, what: str) -> Margin:
+    return Margin(tolerance / 4, f"ours: a quarter of {what}")
+
+
+LOSS_MARGIN = quarter_of(0.02, "the 'matches' rule's 2% (a relative loss gap)")
+COSINE_MARGIN = quarter_of(0.01, "the alignment rule's tolerance, 1 - 0.99 (a cosine)")
+OOD_MARGIN = quarter_of(0.05, "the OOD rule's 5% (a relative loss gap)")
+
+# ---------------------------------------------------------------------------------------------------- the tests
+TRAINED = TrainingCheck(("loss_trained",))
+TRAINED_HEADS = TrainingCheck(("loss_trained_h1", "loss_trained_h2"))
+# GD++ as a reference: not GD itself, and (where the run also tunes GD++ the authors' way) not more than the
+# 'matches' rule's 2% above that tuning's loss on the same test tasks.
+GDPP_LBFGS = GdppReference("loss_gdpp", best="loss_gdpp_adam")
+GDPP_ADAM = GdppReference("loss_gdpp_adam", name="GD++ (the authors' tuning)")
