@@ -148,14 +148,15 @@ class DualForm:
              opponents: bool = False) -> UnitScan:
         """Every unit of layer ``name`` against ``queries (nq, in)`` with ``readouts (nq, out)``, one blocked pass
         feeding each of ``scorers`` (``icl_gd.dual.scan.scan_units``)."""
-        return scan_units(self.layer(name), queries, readouts, k, block_rows, scorers, dtype, matmul_dtype,
-                          opponents)
+        layer = self.layer(name)
+        return scan_units(layer, queries, readouts, k, block_rows, scorers, dtype, matmul_dtype, opponents)
 
     def score(self, name: str, queries: np.ndarray | torch.Tensor, readouts: np.ndarray | torch.Tensor,
               scorers: Sequence[Scorer] = (), **options) -> QueryScores:
         """``scan`` with the class, task and epoch totals (``icl_gd.dual.scan.score_queries``; ``options``: k,
         n_classes, n_tasks, n_epochs, n_examples, block_rows, dtype, matmul_dtype)."""
-        return score_queries(self.layer(name), queries, readouts, scorers=scorers, **options)
+        layer = self.layer(name)
+        return score_queries(layer, queries, readouts, scorers=scorers, **options)
 
     def read(self, batch: LayerInputs, scorers: Mapping[str, Sequence[Scorer]] | None = None,
              verify_queries: int | None = None, **options) -> Reading:
@@ -187,7 +188,8 @@ class DualForm:
     def restricted(self, names: Sequence[str], stop: int):
         """``removed`` of the units of steps ``stop`` onwards from each of ``names``: their attention restricted to
         the keys of the steps before ``stop`` (``stop=0``: the initial weights; every step: the trained layer)."""
-        return self.removed({name: UnitSelection(steps=(stop, max(stop, self.layer(name).n_steps))) for name in names})
+        steps = {name: self.layer(name).n_steps for name in names}
+        return self.removed({name: UnitSelection(steps=(stop, max(stop, steps[name]))) for name in names})
 
     @contextmanager
     def without_rows(self, name: str, rows: np.ndarray) -> Iterator[nn.Module]:

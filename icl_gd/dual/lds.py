@@ -39,7 +39,7 @@ def retrain(config: ClassifierTrainingConfig, task: ClassificationTask, keep: np
     ``single`` setting (``settings.mlp_run`` and ``settings.train_phase``: the same generator draws, SGD, schedule,
     cap and clipping), without recording. ``on_epoch(epoch, model, lr)`` follows every epoch (``lr``: the rate
     the epoch used)."""
-    run, generator = mlp_run(config, task.data.n_features, task.label_offset + task.n_classes, seed, device)
+    run, generator = mlp_run(config, (task,), seed, device)
     data = training_set((task,), device, examples=keep)
     train_phase(run, data, config, "single", generator, label=f"retraining seed {seed}",
                 on_epoch=None if on_epoch is None else lambda epoch, lr: on_epoch(epoch, run.model, lr))

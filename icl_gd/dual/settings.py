@@ -120,12 +120,13 @@ def training_set(tasks: Sequence[ClassificationTask], device: torch.device,
     )
 
 
-def mlp_run(config: ClassifierTrainingConfig, n_features: int, n_out: int, seed: int,
+def mlp_run(config: ClassifierTrainingConfig, tasks: Sequence[ClassificationTask], seed: int,
             device: torch.device) -> tuple[SGDRun, torch.Generator]:
-    """A fresh float64 MLP initialised from ``seed``, with its SGD and per-epoch schedule (not recorded), and the
-    generator that goes on to shuffle its epochs: every MLP of the dual form starts here."""
+    """A fresh float64 MLP for ``tasks`` (their images, outputs for every label they use on the shared head)
+    initialised from ``seed``, with its SGD and per-epoch schedule (not recorded), and the generator that goes on
+    to shuffle its epochs: every MLP of the dual form starts here."""
     generator = torch.Generator().manual_seed(seed)
-    model = MLP(n_features, config.hidden, n_out, generator).to(torch.float64).to(device)
+    model = MLP(tasks[0].data.n_features, config.hidden, head_size(tasks), generator).to(torch.float64).to(device)
     optimizer = make_optimizer("sgd", model.parameters(), config)
     return SGDRun(model, optimizer, make_schedule(optimizer, config.lr_decay)), generator
 
@@ -165,7 +166,7 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
                   device: torch.device, single_task: int = 0) -> TrainedSetting:
     """Train a fresh MLP (initialised and shuffled from ``seed``) in ``setting``, recording it under ``store``."""
     used = tasks_in(setting, tasks, single_task)
-    run, generator = mlp_run(config, tasks[0].data.n_features, head_size(used), seed, device)
+    run, generator = mlp_run(config, used, seed, device)
     model = run.model
     key_dtype = config.key_dtype if config.key_dtype != "auto" else (
         "float64" if tasks[0].data.name == "digits" else "float32")
