@@ -22,8 +22,8 @@ USAGE_ERRORS = (ConfigError, RunDirectoryError)
 # ------------------------------------------------------------------ options shared by run, sweep and reproduce
 # One definition each (flag, default and help); where a name means something else in a sweep (one run per seed,
 # threads per run) the two meanings are defined side by side and each help says what the other command does.
-STEPS = typer.Option(None, "--steps", help="Training steps (the study's `steps` key); in a sweep, for every run "
-                                           "(part of each run's id).")
+STEPS = typer.Option(None, "--steps", help="Training steps: every `steps` key of the study (dual-form-lm: both "
+                                           "set-ups'); in a sweep, for every run (part of each run's id).")
 RUN_SEEDS = typer.Option(None, "--seeds", help="Seeds 0..S-1 trained in this one run, averaged in metrics.json (the "
                                                "study's `seeds` key); `sweep --seeds` makes one run per seed instead.")
 SWEEP_SEEDS = typer.Option(1, "--seeds", help="Seeds 0..S-1 per grid point, one run (runs/<run_id>/) each, summarised "
@@ -142,15 +142,23 @@ def sweep(
     figures: bool = FIGURES,
 ) -> None:
     """Run a grid of configs times seeds, each an ordinary run directory; exit 1 if any run failed."""
+    from icl_gd.core.config import apply_overrides, flag_overrides
     from icl_gd.platform.sweep import parse_grid, plan_sweep, run_sweep, write_sweep_results
     from icl_gd.core.study import resolve_study_config
     from icl_gd.studies import REGISTRY, get_study
 
     try:
         keys = parse_grid(grid)
-        common = [*([f"steps={steps}"] if steps is not None else []), *set_]  # --steps first, as `run` applies it
-        specs = plan_sweep(study, keys, seeds, preset, common)
         spec = get_study(study)
+        # --steps first, as `run` applies it (every `steps` key of the study), then --set: each checked on its own,
+        # then each grid value, so an error names the option that was typed.
+        common = flag_overrides(spec.config(preset), "steps", steps) if steps is not None else []
+        common = [*common, *set_]
+        specs = plan_sweep(study, keys, seeds, preset, common)  # refuses an absurd sweep before any config is built
+        config = resolve_study_config(spec, preset, common)
+        for key, values in keys.items():
+            for value in values:
+                apply_overrides(config, [f"{key}={value}"], option="--grid")
         for run_spec in specs:  # every config is checked before any run starts
             resolve_study_config(spec, run_spec.preset, run_spec.overrides)
         records = run_sweep(specs, out, registry=REGISTRY, backend=backend, workers=workers, address=address,
@@ -212,31 +220,48 @@ def _show(value) -> str:
 @app.command()
 def studies() -> None:
     """List the studies."""
-    from icl_gd.studies import get_study, study_names
+    from icl_gd.studies import REGISTRY
 
-    for name in study_names():
-        spec = get_study(name)
-        extra = f"  [presets: {', '.join(spec.preset_names())}]" if spec.presets else ""
-        typer.echo(f"{name:18s} {spec.summary}{extra}")
+    for name in REGISTRY.names():
+        summary, presets = REGISTRY.card(name)
+        extra = f"  [presets: {', '.join(presets)}]" if len(presets) > 1 else ""
+        typer.echo(f"{name:18s} {summary}{extra}")
 
 
 @app.command()
-def verify() -> None:
+def verify(
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Say which check is running (on a "
+                                  "terminal)."),
+) -> None:
     """Check every construction identity in float64; exit 1 if any error exceeds its tolerance."""
+    import time
+
     from icl_gd.constructions.verify import all_checks
 
-    failed = 0
+    started = time.perf_counter()
+    failed, worst = 0, 0.0
+    live = progress and sys.stderr.isatty()
     try:
-        for check in all_checks():
+        checks = list(all_checks())
+        for i, check in enumerate(checks, 1):
+            counter = f"[{i:{len(str(len(checks)))}d}/{len(checks)}]"
+            if live:
+                typer.echo(f"\r\033[K{counter} running {check.name} ...", err=True, nl=False)
             result = check.run()
+            if live:
+                typer.echo("\r\033[K", err=True, nl=False)
             status = "ok  " if result.passed else "FAIL"
             failed += not result.passed
+            worst = max(worst, result.max_rel_error / result.tolerance)
             typer.echo(
-                f"{status} {check.name:55s} max abs {result.max_abs_error:.2e}  "
+                f"{status} {counter} {check.name:55s} max abs {result.max_abs_error:.2e}  "
                 f"max rel {result.max_rel_error:.2e}  (tol {result.tolerance:.0e})"
             )
     except ICLGDError as exc:
         _fail(exc)
+    seconds = time.perf_counter() - started
+    typer.echo(f"verify: {len(checks) - failed} of {len(checks)} identities hold in float64 (largest error "
+               f"{worst:.2g} of its tolerance) in {seconds:.0f} s")
     if failed:
         typer.echo(f"icl-gd: error: {failed} identity check(s) failed", err=True)
         raise typer.Exit(1)

@@ -1,4 +1,4 @@
-"""Benchmark (issue 5): training-step cost of the models beyond concatenated tokens, the copy analysis, and the
+"""Benchmark: training-step cost of the models beyond concatenated tokens, the copy analysis, and the
 default `sine`, `separate-tokens` and `softmax-heads` studies end to end.
 
     python benchmarks/bench_beyond_concat.py [--steps 30] [--skip-studies]

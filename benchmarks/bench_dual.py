@@ -1,4 +1,4 @@
-"""Benchmarks of the dual form (issue 4): recording overhead, and scoring queries against a million keys.
+"""Benchmarks of the dual form: recording overhead, and scoring queries against a million keys.
 
 1. Recording overhead: a 784-800-800-10 ReLU MLP trained by SGD (momentum, batch 128), plain vs. with all three
    layers recorded (input layer compressed, float32 keys). Target: recorded / plain <= 1.5.

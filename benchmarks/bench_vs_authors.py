@@ -4,7 +4,7 @@ a JAX python) in the authors' code, interleaved round by round, all pinned to on
     python benchmarks/bench_vs_authors.py [--rounds 5] [--steps 20] [--core 0]
         [--authors-dir .../transformers_learn_icl_by_gd --jax-python /tmp/jaxenv/bin/python]
 
-Set-ups (issue 21): ``single`` (one LSA layer, batch 2048, the single-layer study), ``separate3`` (3 separate
+Set-ups: ``single`` (one LSA layer, batch 2048, the single-layer study), ``separate3`` (3 separate
 layers, multi-layer layers=3 recurrent=false: the 50 000-step set-up), ``tokens`` (separate-tokens --preset
 paper), ``sine`` (sine --preset paper: the trained model's step plus the baseline's step). icl-gd's models, task
 and settings are taken from the studies themselves (``benchmarks/_setups.py``). A step is sampling the batch,

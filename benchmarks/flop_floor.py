@@ -7,9 +7,9 @@ step runs under ``torch.utils.flop_counter.FlopCounterMode``, which counts the f
 matrix product in the forward and backward pass (mm, bmm, addmm, convolutions; elementwise work, sampling and the
 optimiser are not counted, so the floor is a lower bound). The same core's peak for float32 matrix products is
 measured on a large square GEMM (2048³, one thread). ``floor ms = GFLOP per step / peak GFLOP/s``: no code computing
-the same products can take a step faster on this core. With ``--authors-ms`` (their step's ms, e.g. issue 21's
-table or ``bench_vs_authors.py``'s authors column) it prints the step an 8x target asks for and whether that is
-below the floor. CI does not run this.
+the same products can take a step faster on this core. With ``--authors-ms`` (their step's ms, e.g. from
+docs/performance.md's table or ``bench_vs_authors.py``'s authors column) it prints the step an 8x target asks for
+and whether that is below the floor. CI does not run this.
 """
 from __future__ import annotations
 

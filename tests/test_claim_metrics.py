@@ -111,8 +111,11 @@ def test_no_tiny_run_draws_a_figure(tiny_runs):
     """``figures=False`` reaches every study, including dual-form and dual-form-lm, which draw outside
     ``StudyRun.finish`` and so need their own guard (dropping either guard writes PNGs here)."""
     ran = {group[0] for group, run_dir in tiny_runs.items() if not isinstance(run_dir, str)}
-    assert {"dual-form", "dual-form-lm"} <= ran, ran
     drawn = {" ".join((group[0], *group[2])): sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*")
                                                      if p.suffix in {".png", ".pdf", ".svg"})
              for group, run_dir in tiny_runs.items() if not isinstance(run_dir, str)}
     assert not any(drawn.values()), {k: v for k, v in drawn.items() if v}
+    assert "dual-form" in ran, ran  # its tiny run needs nothing beyond the test extra (scikit-learn's digits)
+    if "dual-form-lm" not in ran:  # its plans run the book set-up: Debian's dict-devil, which pip cannot install
+        reasons = sorted({run_dir for group, run_dir in tiny_runs.items() if group[0] == "dual-form-lm"})
+        pytest.skip(f"dual-form-lm's guard is untested here: {'; '.join(reasons)}")

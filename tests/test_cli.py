@@ -1,6 +1,7 @@
 """The command line: studies, verify, a tiny end-to-end run, and every user mistake as a one-line error."""
 
 import json
+import re
 import os
 
 import pytest
@@ -39,10 +40,55 @@ def test_studies_lists_single_layer():
     assert code == 0 and "single-layer" in out
 
 
+def test_the_listing_is_each_studys_own_summary_and_presets():
+    """`icl-gd studies` reads them from the modules' source (no import): they must be what the modules define."""
+    from icl_gd.studies import REGISTRY
+
+    for name in REGISTRY.names():
+        study = REGISTRY.get(name)
+        assert REGISTRY.card(name) == (study.summary, study.preset_names()), name
+
+
+def test_studies_and_help_import_neither_torch_nor_a_study():
+    """What keeps `icl-gd studies` and `--help` starting in about a second (torch alone takes 1.5-4 s here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from icl_gd.cli import app\n"
+            "for args in (['studies'], ['--help'], ['run', '--help']):\n"
+            "    try: app(args)\n"
+            "    except SystemExit: pass\n"
+            "heavy = ('torch', 'matplotlib', 'pandas', 'icl_gd.studies.single_layer')\n"
+            "heavy = [m for m in heavy if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_steps_sets_every_steps_key_of_a_study():
+    """`run --help` offers --steps for every study: dual-form-lm has one per set-up (book, wiki), and --steps sets
+    both (it was "--set key 'steps' is ambiguous"); a sweep's --steps does the same."""
+    from icl_gd.core.config import flag_overrides
+    from icl_gd.core.study import resolve_study_config
+    from icl_gd.studies import get_study
+
+    study = get_study("dual-form-lm")
+    config = resolve_study_config(study, steps=5)
+    assert config.book.training.steps == 5 and config.wiki.training.steps == 5
+    assert flag_overrides(study.config(), "steps", 5) == ["book.training.steps=5", "wiki.training.steps=5"]
+    assert flag_overrides(get_study("single-layer").config(), "steps", 5) == ["steps=5"]  # run ids as before
+    code, out = _invoke(["config", "dual-form-lm", "--set", "steps=5"])  # --set still asks which one
+    assert code == 2 and "--set key 'steps' is ambiguous" in out
+
+
 def test_verify_passes_and_prints_errors():
     code, out = _invoke(["verify"])
     assert code == 0, out
     assert "prop1" in out and "max rel" in out and "FAIL" not in out
+    lines = out.strip().splitlines()
+    n = len(lines) - 1
+    assert lines[0].startswith(f"ok   [ 1/{n}]") and lines[-2].startswith(f"ok   [{n}/{n}]")  # numbered as they run
+    assert re.fullmatch(rf"verify: {n} of {n} identities hold in float64 \(largest error .* of its tolerance\) "
+                        r"in \d+ s", lines[-1])  # the one-line summary
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +147,18 @@ def test_finished_run_needs_force_and_same_seed_gives_same_numbers(tiny_run, tmp
     (["run", "single-layer", "--out", "{out}", "--set", "recurrent=maybe"], "is not a boolean"),
     (["run", "single-layer", "--out", "{out}", "--set", "lr"], "KEY=VALUE"),
     (["run", "single-layer", "--out", "{out}", "--device", "tpu"], "--device"),
+    # non-finite floats, and a scale whose products overflow (was a 52-line LinAlgError from the GD tuner)
+    (["run", "single-layer", "--out", "{out}", "--set", "input_range=inf"], "input_range must be a finite number"),
+    (["run", "single-layer", "--out", "{out}", "--set", "input_range=1e300"], "input_range must be at most"),
+    (["run", "single-layer", "--out", "{out}", "--set", "weight_scale=inf"], "weight_scale must be a finite number"),
+    (["run", "single-layer", "--out", "{out}", "--set", "lr=nan"], "lr must be a finite number"),
+    (["run", "sine", "--out", "{out}", "--set", "amplitude=0.1,inf"], "amplitude must be a finite number"),
+    # a path part longer than the file system's name limit (was a 45-line OSError from prepare_run_dir)
+    (["run", "single-layer", "--out", "{out}/" + "a" * 300, "--steps", "2"], "File name too long"),
+    (["sweep", "single-layer", "--out", "{out}/" + "a" * 300, "--grid", "n_context=5"], "File name too long"),
+    # an option error names the option typed
+    (["sweep", "single-layer", "--out", "{out}", "--grid", "dd=1,2"], "unknown --grid key 'dd'"),
+    (["sweep", "dual-form-lm", "--out", "{out}", "--grid", "lr=1,2"], "--grid key 'lr' is ambiguous"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
     code, out = _invoke([a.format(out=tmp_path / "o") for a in args])

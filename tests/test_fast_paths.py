@@ -1,4 +1,4 @@
-"""The training step's fast paths (issue 21) against the plain computation they replace.
+"""The training step's fast paths against the plain computation they replace.
 
 - ``lsa._query_columns_update`` (a last layer's ŷ through C = Σ e eᵀ, taken for narrow data tokens): catches a
   wrong head/column layout (H > 1, d_y > 1), a wrong transpose of KQ or PV, and a gradient that differs from the
@@ -84,7 +84,7 @@ def test_fused_adam_follows_the_foreach_update(name, decay):
 
 
 def _previous_draw(task: LinearRegressionTask, B: int, seed: int, step: int, dtype: torch.dtype):
-    """The batch as sampled before issue 21's second round: (u - 0.5) * width, randn * std, randn * scale."""
+    """The batch as the plain computation samples it: (u - 0.5) * width, randn * std, randn * scale."""
     gen = make_generator(seed, step, Stream.TRAIN)
     N, d, dy = task.n_context, task.d, task.d_y
     w = torch.randn(B, dy, d, generator=gen, dtype=dtype) * task.weight_scale

@@ -3,10 +3,10 @@ stays resumable), an absurd seed count (refused at once), a Ray address where no
 seconds, not retried for minutes); and the options run, sweep and reproduce share."""
 
 import errno
+import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,14 +40,16 @@ def _one_error_line(text):
 # ------------------------------------------------------------------ a full disk
 def _disk_full_in(monkeypatch, folder):
     """Every atomic write into a directory named ``folder`` fails as on a full disk."""
-    real = tempfile.mkstemp
+    import icl_gd.core.results as results
 
-    def mkstemp(*args, **kwargs):
-        if str(kwargs.get("dir", "")).endswith(folder):
+    real = results._create_sibling
+
+    def create(path):
+        if Path(path).parent.name == folder:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(*args, **kwargs)
+        return real(path)
 
-    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(results, "_create_sibling", create)
 
 
 def test_a_failed_write_names_the_path_and_the_reason_and_keeps_the_old_file(tmp_path, monkeypatch):
@@ -240,3 +242,55 @@ def test_a_malformed_ray_address_is_one_line(tmp_path):
     code, text = _invoke(["sweep", "single-layer", "--out", str(tmp_path), "--backend", "ray", "--address",
                           "nonsense", "--no-progress"])
     assert code == 2 and _one_error_line(text) and "'nonsense' is not auto, HOST:PORT or ray://HOST:PORT" in text
+
+
+# ------------------------------------------------------------------ result files others can read
+def test_result_files_honour_the_umask(tmp_path):
+    """Under umask 022 every result file is 0644, as `open` would make it (mkstemp's 0600 made them unreadable to
+    anyone else: metrics.json, the CSVs, the figures)."""
+    out = tmp_path / "run"
+    old = os.umask(0o022)
+    try:
+        code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY])
+    finally:
+        os.umask(old)
+    assert code == 0, text
+    files = [out / "metrics.json", out / "config.json", *out.glob("*.csv"), *out.glob("figures/*.png")]
+    assert len(files) > 4 and any(f.parent.name == "figures" for f in files)
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in files} == {f.name: "0o644" for f in files}
+
+
+def test_a_private_umask_makes_private_files(tmp_path):
+    old = os.umask(0o077)
+    try:
+        atomic_write_text(tmp_path / "t.csv", "x\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "t.csv").stat().st_mode & 0o777 == 0o600
+
+
+# ------------------------------------------------------------------ settings that are not finite, in Python
+@pytest.mark.parametrize("overrides,key", [({"input_range": float("inf")}, "input_range"),
+                                           ({"input_range": 1e300}, "input_range"),
+                                           ({"weight_scale": float("nan")}, "weight_scale"),
+                                           ({"lr": float("inf")}, "lr")])
+def test_the_python_api_refuses_non_finite_settings_with_a_config_error(tmp_path, overrides, key):
+    from icl_gd.studies import run
+
+    with pytest.raises(ConfigError, match=key):
+        run("single-layer", tmp_path / "o", overrides=overrides, steps=2)
+    assert not (tmp_path / "o" / "metrics.json").exists()
+
+
+def test_configs_built_in_python_refuse_non_finite_floats():
+    from icl_gd.regression.conditioning import ConditionedTaskConfig
+    from icl_gd.regression.study import RegressionTaskConfig
+    from icl_gd.regression.tasks import LinearRegressionTask
+
+    for build in (lambda: RegressionTaskConfig(input_range=float("inf")),
+                  lambda: RegressionTaskConfig(weight_scale=1e300),
+                  lambda: ConditionedTaskConfig(kappa=10.0, input_range=1e300),  # its build squares input_range
+                  lambda: ConditionedTaskConfig(kappa=float("inf")),
+                  lambda: LinearRegressionTask(label_noise=float("nan"))):
+        with pytest.raises(ConfigError, match="finite|at most"):
+            build()

@@ -1,4 +1,4 @@
-"""The measurements behind von Oswald et al.'s claims added for issue 19: the fixed training set (App. A.12), the
+"""The measurements behind von Oswald et al.'s claims: the fixed training set (App. A.12), the
 roll-out's median loss and GD's instability (App. A.6), the learned-function distance (Fig. 4) and GD++ tuned the
 authors' way (their pre_train_gd_hps)."""
 

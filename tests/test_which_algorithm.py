@@ -1,4 +1,4 @@
-"""Issue 22: the algorithms beyond GD and GD++ (Iterative Newton, preconditioned GD, GD in closed form), the
+"""The algorithms beyond GD and GD++ (Iterative Newton, preconditioned GD, GD in closed form), the
 layer-to-algorithm matching of Fu et al. and the `which-algorithm` study."""
 
 from __future__ import annotations

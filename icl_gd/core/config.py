@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -65,9 +66,11 @@ def parse_value(text: str, annotation: Any, key: str) -> Any:
             raise ConfigError(f"{key}={text!r} is not an integer") from None
     if annotation is float:
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
             raise ConfigError(f"{key}={text!r} is not a number") from None
+        require_finite(key, value)
+        return value
     if annotation is str:
         return text
     raise ConfigError(f"{key}: values of type {annotation} cannot be set from the command line")
@@ -78,16 +81,28 @@ def config_keys(config: Any) -> list[str]:
     return [key for key, _, _ in describe(config)]
 
 
-def _resolve_key(config: Any, key: str) -> str:
+def keys_named(config: Any, key: str) -> list[str]:
+    """The dotted keys ``key`` names: itself if it is one, else every nested key whose last part it is."""
     keys = config_keys(config)
-    if key in keys:
-        return key
-    matches = [k for k in keys if k.rsplit(".", 1)[-1] == key]
+    return [key] if key in keys else [k for k in keys if k.rsplit(".", 1)[-1] == key]
+
+
+def _resolve_key(config: Any, key: str, option: str = "--set") -> str:
+    matches = keys_named(config, key)
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
-        raise ConfigError(f"--set key {key!r} is ambiguous: use one of {', '.join(matches)}")
-    raise ConfigError(f"unknown --set key {key!r}; known keys: {', '.join(keys)}")
+        raise ConfigError(f"{option} key {key!r} is ambiguous: use one of {', '.join(matches)}")
+    raise ConfigError(f"unknown {option} key {key!r}; known keys: {', '.join(config_keys(config))}")
+
+
+def flag_overrides(config: Any, key: str, value: Any) -> list[str]:
+    """A flag's value (``--steps 5``) as ``KEY=VALUE`` overrides: ``key=value`` where ``key`` names one key, else one
+    override per key it names (``book.training.steps=5``, ``wiki.training.steps=5``), as ``set_values`` sets it."""
+    matches = keys_named(config, key)
+    if len(matches) <= 1:
+        return [f"{key}={value}"]
+    return [f"{k}={value}" for k in matches]
 
 
 def _set_path(config: Any, path: list[str], text: str, full_key: str) -> Any:
@@ -100,23 +115,27 @@ def _set_path(config: Any, path: list[str], text: str, full_key: str) -> Any:
     return dataclasses.replace(config, **{name: inner})
 
 
-def apply_overrides(config: C, overrides: Sequence[str]) -> C:
-    """Return ``config`` with each ``KEY=VALUE`` of ``overrides`` applied in order."""
+def apply_overrides(config: C, overrides: Sequence[str], option: str = "--set") -> C:
+    """Return ``config`` with each ``KEY=VALUE`` of ``overrides`` applied in order; errors name ``option``, the
+    command-line option the overrides came from (``--set``, ``--grid``)."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+            raise ConfigError(f"{option} expects KEY=VALUE, got {item!r}")
         key, text = item.split("=", 1)
-        full = _resolve_key(config, key.strip())
+        full = _resolve_key(config, key.strip(), option)
         config = _set_path(config, full.split("."), text.strip(), full)
     return config
 
 
 def set_values(config: C, **values: Any) -> C:
-    """Set already-typed values by (possibly nested, plain) key; used for CLI flags such as ``--steps``."""
+    """Set already-typed values of CLI flags (``--steps``, ``--seeds``) by key. A plain key sets every key it
+    names: ``--steps 5`` sets both ``book.training.steps`` and ``wiki.training.steps`` of ``dual-form-lm``."""
     for key, value in values.items():
-        full = _resolve_key(config, key)
-        path = full.split(".")
-        config = _replace_path(config, path, value)
+        matches = keys_named(config, key)
+        if not matches:
+            raise ConfigError(f"--{key} is not a setting of this study (no {key!r} key; see `icl-gd config`)")
+        for full in matches:
+            config = _replace_path(config, full.split("."), value)
     return config
 
 
@@ -143,11 +162,13 @@ def positive_int(default: int | None, doc: str) -> Any:
 
 
 def check_settings(config: object) -> None:
-    """Run every field's ``check`` (``setting(check=...)``) in field order: a config's ``__post_init__`` calls
-    this once instead of naming its fields again."""
+    """Run every field's ``check`` (``setting(check=...)``) in field order, after refusing a float that is not
+    finite (inf, nan): a config's ``__post_init__`` calls this once instead of naming its fields again."""
     for f in dataclasses.fields(config):  # type: ignore[arg-type]
         check = f.metadata.get("check")
         value = getattr(config, f.name)
+        if isinstance(value, float):
+            require_finite(f.name, value)
         if check is not None and not (value is None and f.name in _optional_fields(type(config))):
             check(f.name, value)
 
@@ -172,14 +193,35 @@ def describe(config: Any, prefix: str = "") -> list[tuple[str, Any, str]]:
     return rows
 
 
+# The largest scale setting (an input range, a weight scale, a noise level): training's float32 products grow as
+# a scale's cube (attention's x xᵀ x), the float64 reference GD's as its square over every context pair; up to
+# 1e6 both stay far from overflow, and a task that large is a unit error, not a study.
+MAX_SCALE = 1e6
+
+
+def require_finite(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+
+
 def require_positive(name: str, value: float) -> None:
+    require_finite(name, value)
     if not value > 0:
         raise ConfigError(f"{name} must be positive, got {value!r}")
 
 
 def require_non_negative(name: str, value: float) -> None:
+    require_finite(name, value)
     if not value >= 0:
         raise ConfigError(f"{name} must be non-negative, got {value!r}")
+
+
+def require_scale(name: str, value: float, positive: bool = True) -> None:
+    """A scale setting: finite, positive (or, with ``positive=False``, non-negative) and at most ``MAX_SCALE``."""
+    (require_positive if positive else require_non_negative)(name, value)
+    if value > MAX_SCALE:
+        raise ConfigError(f"{name} must be at most {MAX_SCALE:g} (larger values overflow the products of "
+                          f"training and of the GD reference), got {value!r}")
 
 
 def require_positive_int(name: str, value: Any) -> None:

@@ -1,19 +1,45 @@
-"""Figure helpers shared by every study: a headless backend, one style, PNG + PDF written atomically."""
+"""Figure helpers shared by every study: a headless backend, one style, PNG + PDF written atomically.
+
+``plt`` and ``sns`` are matplotlib's pyplot and seaborn, imported (with the backend and style set) on first use, so
+importing a study to read its config (``icl-gd config``) does not pay for the plotting stack.
+"""
 
 from __future__ import annotations
 
+import importlib
 import io
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-import matplotlib
+from icl_gd.core.results import atomic_write_bytes
 
-matplotlib.use("Agg")  # headless: studies run on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
 
-from icl_gd.core.results import atomic_write_bytes  # noqa: E402
+def _load() -> None:
+    import matplotlib
 
-sns.set_theme(context="paper", style="whitegrid")
+    matplotlib.use("Agg")  # headless: studies run on servers and in CI
+    import seaborn
+
+    seaborn.set_theme(context="paper", style="whitegrid")
+
+
+class _OnFirstUse:
+    """A module imported (after ``_load``) when one of its attributes is first read."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._module is None:
+            _load()
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+plt: Any = _OnFirstUse("matplotlib.pyplot")
+sns: Any = _OnFirstUse("seaborn")
 
 
 def save_figure(fig: "plt.Figure", out: Path, name: str) -> list[Path]:

@@ -14,7 +14,7 @@ import io
 import json
 import math
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -34,7 +34,7 @@ def atomic_open(path: Path) -> Iterator[BinaryIO]:
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = _create_sibling(path)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -48,6 +48,18 @@ def atomic_open(path: Path) -> Iterator[BinaryIO]:
             error.errno = exc.errno
             raise error from exc
         raise
+
+
+def _create_sibling(path: Path) -> tuple[int, str]:
+    """Create a new temporary sibling of ``path`` (mode 0666 less the umask, as ``open`` would make ``path``
+    itself; ``tempfile.mkstemp`` would make it 0600) and return its descriptor and name."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(path))
 
 
 def write_failure(path: Path, exc: OSError) -> str:
@@ -136,17 +148,17 @@ def prepare_run_dir(out: Path, force: bool) -> Path:
     An unfinished run (no ``metrics.json``) is left in place so that its checkpoints can be resumed.
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunDirectoryError(f"--out {out} exists and is not a directory")
-    if (out / FINISHED_MARKER).exists() and not force:
-        raise RunDirectoryError(f"--out {out} already holds a finished run; pass --force to overwrite it")
     try:
+        if out.exists() and not out.is_dir():
+            raise RunDirectoryError(f"--out {out} exists and is not a directory")
+        if (out / FINISHED_MARKER).exists() and not force:
+            raise RunDirectoryError(f"--out {out} already holds a finished run; pass --force to overwrite it")
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".write-probe"
         probe.write_bytes(b"")
         probe.unlink()
-    except OSError as exc:
-        raise RunDirectoryError(f"--out {out} is not writable: {exc.strerror or exc}") from None
+    except OSError as exc:  # a part longer than the file system allows, a read-only or forbidden directory
+        raise RunDirectoryError(f"--out {out} is not usable: {exc.strerror or exc}") from None
     if force:
         (out / FINISHED_MARKER).unlink(missing_ok=True)
     return out

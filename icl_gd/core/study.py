@@ -19,12 +19,13 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import mean_over_seeds, write_csv, write_json, write_metrics
+
+if TYPE_CHECKING:  # torch is imported when a study runs, not when one is listed (the CLI starts fast)
+    import torch
 
 CURVE_COLUMNS = ["step", "seed", "model", "metric", "value"]
 T = TypeVar("T")
@@ -127,6 +128,44 @@ class StudyRegistry:
             raise ConfigError(f"unknown study {name!r}; known studies: {', '.join(self.modules)}")
         return importlib.import_module(self.modules[name]).STUDY
 
+    def card(self, name: str) -> tuple[str, list[str]]:
+        """A study's summary and preset names, for ``icl-gd studies``: read from its module's ``STUDY = Study(...)``
+        without importing the module (and torch) where they are written there as literals, else from ``get``."""
+        card = _literal_card(self.modules[name]) if name in self.modules else None
+        if card is None:  # not literals there (or an unknown name: get says so)
+            study = self.get(name)
+            return study.summary, study.preset_names()
+        return card
+
+
+def _literal_card(module: str) -> tuple[str, list[str]] | None:
+    """(summary, preset names) of the ``STUDY = Study(name, summary, ..., presets={...})`` in ``module``'s source when
+    both are literals there (a string; a dict with string keys, or none); None when they are not, or on any doubt."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8")) if spec and spec.origin else None
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body if tree is not None else ():
+        if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["STUDY"]
+                and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "Study"):
+            call = node.value
+            keywords = {k.arg: k.value for k in call.keywords}
+            summary = keywords.get("summary", call.args[1] if len(call.args) > 1 else None)
+            presets = keywords.get("presets")
+            if not (isinstance(summary, ast.Constant) and isinstance(summary.value, str)):
+                return None
+            if presets is None:
+                return summary.value, [DEFAULT_PRESET]
+            if not isinstance(presets, ast.Dict) or not all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                            for k in presets.keys):
+                return None
+            return summary.value, [DEFAULT_PRESET, *(k.value for k in presets.keys)]
+    return None
+
 
 def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: Iterable[str] = (),
                          **values: Any) -> Any:
@@ -142,6 +181,8 @@ def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: 
 def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: str = DEFAULT_PRESET) -> None:
     """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to
     (``study.resolved_training``), device and versions (the source's git commit among them)."""
+    import torch
+
     from icl_gd import __version__
     from icl_gd.core.provenance import source_commit
 

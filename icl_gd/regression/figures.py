@@ -6,13 +6,18 @@ study."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from icl_gd.core.plotting import plt, sns
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def rows_frame(rows) -> pd.DataFrame:
+
+def rows_frame(rows) -> "pd.DataFrame":
     """Rows (dicts with the same keys) as a DataFrame, the form seaborn plots."""
+    import pandas as pd  # on first use, with the plotting stack (studies are imported to read their configs)
+
     return pd.DataFrame(list(rows))
 
 

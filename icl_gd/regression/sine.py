@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from icl_gd.core.config import require_positive, require_positive_ints, setting
+from icl_gd.core.config import require_positive_ints, require_scale, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.tasks import AddressedTask
 from icl_gd.regression.tokens import ConcatLayout, LayoutTokenTask
@@ -62,7 +62,7 @@ class SineTask(AddressedTask):
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "n_context")
-        require_positive("input_range", self.input_range)
+        require_scale("input_range", self.input_range)
         for name in ("amplitude", "phase"):
             lo, hi = getattr(self, name)
             if not lo <= hi:

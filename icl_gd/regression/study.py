@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from icl_gd.core.config import check_settings, positive_int, require_non_negative, require_positive, setting
+from icl_gd.core.config import (check_settings, positive_int, require_non_negative, require_positive, require_scale,
+                                setting)
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import require_optimizer_keys
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
@@ -51,7 +52,8 @@ class RegressionTaskConfig:
                                   "training)")
 
     def __post_init__(self) -> None:
-        self.build()  # the task validates every value
+        require_scale("input_range", self.input_range)  # here too: a subclass's build may not use UniformInputs
+        self.build()  # the task validates every other value
 
     def build(self) -> LinearRegressionTask:
         return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=UniformInputs(self.input_range),

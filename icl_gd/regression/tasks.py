@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 import numpy as np
 import torch
 
-from icl_gd.core.config import require_non_negative, require_positive, require_positive_ints
+from icl_gd.core.config import require_positive, require_positive_ints, require_scale
 from icl_gd.core.errors import ConfigError
 
 
@@ -44,7 +44,7 @@ class UniformInputs:
     width: float = 1.0
 
     def __post_init__(self) -> None:
-        require_positive("input_range (uniform width)", self.width)
+        require_scale("input_range (uniform width)", self.width)
 
     def sample(self, shape: tuple[int, ...], gen: torch.Generator, device, dtype) -> torch.Tensor:
         # In place, and no multiply by width 1 (exact): the same values as (u - 0.5) * width in one pass, not three.
@@ -179,8 +179,8 @@ class LinearRegressionTask(AddressedTask):
 
     def __post_init__(self) -> None:
         require_positive_ints(self, "d", "n_context", "d_y")
-        require_positive("weight_scale", self.weight_scale)
-        require_non_negative("label_noise", self.label_noise)
+        require_scale("weight_scale", self.weight_scale)
+        require_scale("label_noise", self.label_noise, positive=False)
         if not 0 <= self.n_distractors <= self.n_context:
             raise ConfigError(f"n_distractors must be in 0..n_context={self.n_context}, got {self.n_distractors}")
         if not isinstance(self.train_tasks, int) or isinstance(self.train_tasks, bool) or self.train_tasks < 0:

@@ -306,7 +306,9 @@ def train(
 
     with (progress_bar(config.steps, description, progress) as update,
           closing(prefetched(fetch, range(step, config.steps))) as batches):
-        update(step, float("nan"))
+        if progress:  # the bar starts at the loss the run starts (or resumes) from, not blank until an evaluation
+            with torch.no_grad():
+                update(step, trainee.losses(*fetch(min(step, config.steps - 1))).mean().item())
         for tokens, targets in batches:
             losses = seed_losses(tokens, targets)
             for param in params:  # what zero_grad(set_to_none=True) does, without its per-call hooks and checks

@@ -93,7 +93,7 @@ def sweep_figure(summary: list[dict[str, Any]], key: str, other_keys: Sequence[s
     """One panel per group of metrics: each one's mean over seeds against ``key``, one line per metric and value
     of the other grid keys (and study/preset when the sweep mixes them), the band its 95% interval (mean ± std
     where that is missing)."""
-    import matplotlib.pyplot as plt
+    from icl_gd.core.plotting import plt  # the headless backend and the house style
 
     cols = min(3, len(panels))
     rows_n = math.ceil(len(panels) / cols)
