@@ -243,3 +243,28 @@ def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monke
     code, _ = _invoke(["run", "single-layer", "--out", str(uninterrupted), *TINY, "--seeds", "2",
                        "--set", "checkpoint_every=10", "--no-figures"])
     assert json.loads((out / "metrics.json").read_text()) == json.loads((uninterrupted / "metrics.json").read_text())
+
+
+def test_a_resumed_training_bar_starts_at_a_loss_not_nan(tmp_path, monkeypatch):
+    """The bar's first update is the loss the run resumes from (it showed `loss nan` until the next evaluation)."""
+    import math
+    from contextlib import contextmanager
+
+    import icl_gd.regression.training as training
+
+    updates = []
+
+    @contextmanager
+    def recording_bar(total, description, enabled):
+        yield lambda step, loss: updates.append((step, loss))
+
+    monkeypatch.setattr(training, "progress_bar", recording_bar)
+    out = tmp_path / "run"
+    args = ["run", "single-layer", "--out", str(out), *[a for a in TINY if a != "--no-progress"], "--no-figures"]
+    code, text = _invoke(args)
+    assert code == 0, text
+    (out / "metrics.json").unlink()  # an unfinished run: the rerun resumes from the final checkpoint
+    updates.clear()
+    code, text = _invoke(args)
+    assert code == 0, text
+    assert updates and updates[0][0] == 20 and math.isfinite(updates[0][1]), updates
