@@ -282,13 +282,14 @@ def reproduce(
     progress: bool = PROGRESS,
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
-    update_readme: Optional[Path] = typer.Option(None, "--update-readme", help="Also write the claims table "
-                                                 "between the claims-table markers of this README, and its "
-                                                 "per-seed values to docs/claims-table.json beside it."),
+    update_readme: Optional[Path] = typer.Option(None, "--update-table", "--update-readme",
+                                                 help="Also write the claims table between the claims-table markers "
+                                                      "of this page (docs/claims.md), and its per-seed values to "
+                                                      "claims-table.json beside it (--update-readme: the same)."),
     rejudge: Optional[Path] = typer.Option(None, "--rejudge", help="Run nothing: decide the verdicts again from "
                                            "this claims.json of an earlier reproduce (e.g. docs/claims-table.json), "
                                            "against today's records of the authors' code; with --out and / or "
-                                           "--update-readme."),
+                                           "--update-table."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
     from icl_gd.constructions.verify import all_checks

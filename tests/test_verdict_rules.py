@@ -115,7 +115,7 @@ def test_a_degenerate_reference_is_no_valid_reference_never_fails(tmp_path):
 # ---------------------------------------------------------------------------------------------------- registry
 def test_variants_are_sub_rows_of_a_registered_claim_of_the_same_paper():
     variants = [c for c in CLAIMS if c.variant_of]
-    assert len(variants) == 4
+    assert len(variants) == 6  # four GD++ tunings, two readings of the continual counterfactual
     for claim in variants:
         main = BY_ID[claim.variant_of]
         assert main.paper == claim.paper and main.kind is claim.kind and not main.variant_of, claim.id
@@ -128,7 +128,10 @@ def test_claims_text_names_no_issue_and_every_threshold_says_whose_reading_it_is
         assert not re.search(r"\bissue \d", text), claim.id
         assert claim.threshold_source.startswith(("ours:", "paper:")), claim.id
     assert BY_ID["irie-joint-table1-correct"].kind is Kind.OURS
-    assert BY_ID["irie-continual-recover"].follows.startswith("our reading")
+    # continual recovery as the paper reads it restricts every layer; the output layer alone is our reading, a sub-row
+    assert ".all." in BY_ID["irie-continual-recover"].statistic.first
+    assert BY_ID["irie-continual-recover-output-layer"].follows.startswith("ours")
+    assert BY_ID["irie-continual-recover-output-layer"].variant_of == "irie-continual-recover"
     assert "significantly" in BY_ID["vo-softmax-heads"].threshold_source
 
 

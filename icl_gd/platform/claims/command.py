@@ -217,12 +217,20 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
 
 def check_readme(readme: Path) -> None:
     """Before anything runs or is written: the README exists and has both claims-table markers (ConfigError)."""
-    marked_block_span(readme, README_START, README_END, "--update-readme")
+    marked_block_span(readme, README_START, README_END, "--update-table")
+
+
+def _page_name(page: Path) -> str:
+    """The page as a user names it: relative to the working directory where it lies below it."""
+    try:
+        return Path(page).resolve().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return Path(page).as_posix()
 
 
 def _update_readme(readme: Path, results, header: ReportHeader, root: Path, echo: Callable[[str], None]) -> None:
     """The README's claims table, and beside it (``README_CLAIMS_JSON``) the claims.json it was rendered from."""
-    update_readme(readme, readme_block(results, header))
+    update_readme(readme, readme_block(results, header, _page_name(readme)))
     data = readme_claims_json(readme)
     data.parent.mkdir(parents=True, exist_ok=True)
     write_json(data, claims_json(results, header, root))
@@ -237,7 +245,7 @@ def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path |
     from icl_gd.platform.claims.rejudge import load_claims_json
 
     if out is None and update_readme_path is None:
-        raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-readme README")
+        raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-table PAGE")
     if update_readme_path is not None:
         check_readme(Path(update_readme_path))
     loaded = load_claims_json(source)
