@@ -1,6 +1,6 @@
 """Study ``spotlights``: are the dual form's spotlights faithful? Attention against retraining and attribution methods.
 
-Beyond the papers (issue 23). Irie et al. read the training patterns a prediction attends to most as the patterns
+Beyond the papers. Irie et al. read the training patterns a prediction attends to most as the patterns
 the network uses; this study tests that reading against the data-attribution field's ground truth. An MLP is
 trained on digits by the recorded SGD loop (``icl_gd.dual.settings.train_setting``, setting ``single``); for
 ``n_queries`` test images, every training example gets a score from the dual form (attention and contribution per

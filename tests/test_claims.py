@@ -140,7 +140,7 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, 
 
 
 def test_every_claim_is_well_formed():
-    """Issue 19: located, quoted (the paper's von Oswald claims), a threshold with its source, construction checks
+    """Every claim: located, quoted (the paper's von Oswald claims), a threshold with its source, construction checks
     apart, three seeds in every empirical claim's full-budget plan and a --quick budget that cannot decide it."""
     ids = [c.id for c in ALL_CHECKS]
     assert len(ids) == len(set(ids))
@@ -162,7 +162,7 @@ def test_every_claim_is_well_formed():
 
 
 def test_claims_cover_the_papers_figures():
-    """The acceptance list of issue 19: claims at Fig. 1, 2, 3, 4, 5, 6, 12, 13, 14 (16: no study writes it yet)."""
+    """The figures the claims cover: claims at Fig. 1, 2, 3, 4, 5, 6, 12, 13, 14 (16: no study writes it yet)."""
     located = " ".join(c.location for c in CLAIMS if c.paper.startswith("von Oswald"))
     for figure in (1, 2, 3, 4, 5, 6, 12, 13, 14):
         assert re.search(rf"Fig\. {figure}\b", located), figure

@@ -1,4 +1,4 @@
-"""The spotlights study's ground truth (issue 23): the LDS code, the retraining loop, the refusal without dattri."""
+"""The spotlights study's ground truth: the LDS code, the retraining loop, the refusal without dattri."""
 
 from __future__ import annotations
 
