@@ -18,6 +18,7 @@ REGISTRY = StudyRegistry({
     "softmax-heads": "icl_gd.studies.softmax_heads",
     "which-algorithm": "icl_gd.studies.which_algorithm",
     "spotlights": "icl_gd.studies.spotlights",
+    "foreign-transformer": "icl_gd.studies.foreign_transformer",
 })
 
 

@@ -1,4 +1,4 @@
-"""Study `which-algorithm` (beyond the papers, issue 22): which algorithm does each layer of a deep trained model
+"""Study `which-algorithm` (beyond the papers): which algorithm does each layer of a deep trained model
 run: GD, GD++, preconditioned GD or Iterative Newton?
 
 Trains a K-layer stack (default: 8 tied LSA layers; ``--set recurrent=false`` separate, ``--set block=transformer``
@@ -33,12 +33,9 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.plotting import plt
 from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, Study
-from icl_gd.regression.algorithms import (Probe, descent_step_size, gd_weights_at_steps, induced_weights,
-                                          linear_in_query_weights, matched_steps, newton_weights_per_step,
-                                          preconditioned_gd_weights_per_step, probe_set, similarity_grid,
-                                          tune_preconditioner)
+from icl_gd.regression.algorithms import (AlgorithmRun, Probe, descent_step_size, errors_of, match_layers,
+                                          probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.conditioning import ConditionedTaskConfig
-from icl_gd.regression.gd import gdpp_predictions_per_step
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts
 from icl_gd.regression.tokens import ConcatTokenTask
@@ -77,37 +74,10 @@ class WhichAlgorithmConfig(RegressionConfig):
             raise ConfigError(f"gd_steps must be positive integers, got {self.gd_steps!r}")
 
 
-@dataclass(frozen=True)
-class AlgorithmRun:
-    """One algorithm on the probe set: weights (S, B, d_y, d) after each of the step counts ``steps``."""
-
-    steps: tuple[int, ...]
-    weights: torch.Tensor
-
-
-@phased("running the algorithms on the probe set")
 def algorithm_runs(probe: Probe, config: WhichAlgorithmConfig, gdpp: Any, pgd: Any, gd_eta: float
                    ) -> dict[str, AlgorithmRun]:
-    """Every algorithm's weights at every step count of its grid."""
-    x, y = probe.x, probe.y
-    newton = tuple(range(config.newton_steps + 1))
-    tuned = tuple(range(1, config.tuned_steps + 1))
-    B, d = x.shape[0], x.shape[-1]
-    gdpp_weights = linear_in_query_weights(
-        lambda q: gdpp_predictions_per_step(x, y, q, gdpp.etas[:1] * len(tuned), gdpp.gammas[:1] * len(tuned)),
-        B, d, device=x.device)[1:]  # (S, B, d_y, d): drop step 0
-    pgd_weights = preconditioned_gd_weights_per_step(x, y, pgd.P.to(x), pgd.etas[:1] * len(tuned))[1:]
-    return {
-        "newton": AlgorithmRun(newton, torch.stack(newton_weights_per_step(x, y, config.newton_steps))),
-        "gd": AlgorithmRun(tuple(config.gd_steps), gd_weights_at_steps(x, y, gd_eta, config.gd_steps)),
-        "gdpp": AlgorithmRun(tuned, gdpp_weights),
-        "pgd": AlgorithmRun(tuned, torch.stack(pgd_weights)),
-    }
-
-
-def errors_of(weights: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """Errors ŷ - y (…, B, M, d_y) on the probe's queries of weights (…, B, d_y, d)."""
-    return probe.queries @ weights.transpose(-1, -2) - probe.targets
+    """Every algorithm's weights at every step count of the config's grids."""
+    return run_algorithms(probe, gdpp, pgd, gd_eta, config.newton_steps, config.gd_steps, config.tuned_steps)
 
 
 @phased("reading the trained model per layer")
@@ -125,37 +95,17 @@ def model_per_layer(model: nn.Module, probe: Probe, layout: Any, chunk: int = 40
 
 def compare_layers(predictions: torch.Tensor, probe: Probe, runs: dict[str, AlgorithmRun]
                    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per-seed metrics (per algorithm: matched steps per layer, SimE / SimW / loss there) and tidy rows (every
-    layer x algorithm x step count) from the model's per-layer predictions (K, B, M, d_y)."""
-    errors = predictions - probe.targets  # (K, B, M, d_y)
-    weights = torch.stack([induced_weights(p, probe.queries) for p in predictions])  # (K, B, d_y, d)
-    layer_loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in errors]
-    metrics: dict[str, Any] = {"loss_trained_per_layer": layer_loss}
-    rows: list[dict[str, Any]] = []
-    sim_at_match = {}
-    for name, run in runs.items():
-        algo_errors = errors_of(run.weights, probe)
-        sim_e = similarity_grid(list(errors), list(algo_errors))  # (K, S)
-        sim_w = similarity_grid(list(weights), list(run.weights))
-        loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in algo_errors]
-        matched = matched_steps(sim_e, run.steps)
-        at = [run.steps.index(k) for k in matched]
-        metrics[f"matched_steps_{name}"] = matched
-        metrics[f"sim_errors_{name}"] = [float(sim_e[j, i]) for j, i in enumerate(at)]
-        metrics[f"sim_weights_{name}"] = [float(sim_w[j, i]) for j, i in enumerate(at)]
-        metrics[f"loss_{name}_matched"] = [loss[i] for i in at]
-        # A match at the grid's last step count may lie beyond it (censored): flagged per layer.
-        metrics[f"matched_at_grid_end_{name}"] = [float(i == len(run.steps) - 1) for i in at]
-        sim_at_match[name] = metrics[f"sim_errors_{name}"]
-        rows += [{"layer": j + 1, "algorithm": name, "steps": k, "sim_errors": float(sim_e[j, i]),
-                  "sim_weights": float(sim_w[j, i]), "loss_algorithm": loss[i], "loss_layer": layer_loss[j],
-                  "matched": int(at[j] == i)} for j in range(len(errors)) for i, k in enumerate(run.steps)]
+    """``match_layers``'s per-seed metrics and rows, with the best algorithm per layer other than GD++, its margin
+    over GD++ and the scalars the claims read (``growth_summaries``)."""
+    metrics, rows = match_layers(predictions, probe, runs)
+    sim_at_match = {name: metrics[f"sim_errors_{name}"] for name in runs}
+    K = len(predictions)
     others = [n for n in runs if n != "gdpp"]
-    best = [max(others, key=lambda n: sim_at_match[n][j]) for j in range(len(errors))]
+    best = [max(others, key=lambda n: sim_at_match[n][j]) for j in range(K)]
     metrics["best_algorithm_per_layer"] = ",".join(best)
     metrics["sim_errors_best"] = [sim_at_match[n][j] for j, n in enumerate(best)]
     metrics["sim_errors_margin_over_gdpp"] = [sim_at_match[n][j] - sim_at_match["gdpp"][j] for j, n in enumerate(best)]
-    metrics.update(growth_summaries(metrics, len(errors)))
+    metrics.update(growth_summaries(metrics, K))
     return metrics, rows
 
 

@@ -30,7 +30,7 @@ from torch import nn
 from icl_gd.core.errors import ConfigError, DivergenceError
 from icl_gd.core.progress import phased
 from icl_gd.regression.baselines import ContextLayout
-from icl_gd.regression.gd import initial_weights, regression_gradient
+from icl_gd.regression.gd import gdpp_predictions_per_step, initial_weights, regression_gradient
 from icl_gd.regression.metrics import query_loss
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, make_generator
 
@@ -290,3 +290,67 @@ def similarity_grid(model: Sequence[torch.Tensor], algorithm: Sequence[torch.Ten
 def matched_steps(similarity: torch.Tensor, steps: Sequence[int]) -> list[int]:
     """For each layer (row of ``similarity`` (L, S)), the step count whose similarity is highest (Fu et al.)."""
     return [int(steps[i]) for i in similarity.argmax(dim=1).tolist()]
+
+
+# ---------------------------------------------------------------------------------------------------- layers
+@dataclass(frozen=True)
+class AlgorithmRun:
+    """One algorithm on the probe set: weights (S, B, d_y, d) after each of the step counts ``steps``."""
+
+    steps: tuple[int, ...]
+    weights: torch.Tensor
+
+
+@phased("running the algorithms on the probe set")
+def run_algorithms(probe: Probe, gdpp: Any, pgd: Preconditioner, gd_eta: float, newton_steps: int,
+                   gd_steps: Sequence[int], tuned_steps: int) -> dict[str, AlgorithmRun]:
+    """Every algorithm's weights at every step count of its grid: Iterative Newton for 0..``newton_steps``
+    iterations, GD at the fixed step ``gd_eta`` for each count in ``gd_steps``, GD++ (the first (η, γ) of
+    ``gdpp``) and preconditioned GD (``pgd``'s P and first η) for 1..``tuned_steps`` steps."""
+    x, y = probe.x, probe.y
+    newton = tuple(range(newton_steps + 1))
+    tuned = tuple(range(1, tuned_steps + 1))
+    B, d = x.shape[0], x.shape[-1]
+    gdpp_weights = linear_in_query_weights(
+        lambda q: gdpp_predictions_per_step(x, y, q, gdpp.etas[:1] * len(tuned), gdpp.gammas[:1] * len(tuned)),
+        B, d, device=x.device)[1:]  # (S, B, d_y, d): drop step 0
+    pgd_weights = preconditioned_gd_weights_per_step(x, y, pgd.P.to(x), pgd.etas[:1] * len(tuned))[1:]
+    return {
+        "newton": AlgorithmRun(newton, torch.stack(newton_weights_per_step(x, y, newton_steps))),
+        "gd": AlgorithmRun(tuple(gd_steps), gd_weights_at_steps(x, y, gd_eta, gd_steps)),
+        "gdpp": AlgorithmRun(tuned, gdpp_weights),
+        "pgd": AlgorithmRun(tuned, torch.stack(pgd_weights)),
+    }
+
+
+def errors_of(weights: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """Errors ŷ - y (…, B, M, d_y) on the probe's queries of weights (…, B, d_y, d)."""
+    return probe.queries @ weights.transpose(-1, -2) - probe.targets
+
+
+def match_layers(predictions: torch.Tensor, probe: Probe, runs: dict[str, AlgorithmRun]
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Metrics (per algorithm: matched steps per layer, SimE / SimW / loss there) and tidy rows (every layer x
+    algorithm x step count) from a model's per-layer predictions (K, B, M, d_y) on the probe's queries."""
+    errors = predictions - probe.targets  # (K, B, M, d_y)
+    weights = torch.stack([induced_weights(p, probe.queries) for p in predictions])  # (K, B, d_y, d)
+    layer_loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in errors]
+    metrics: dict[str, Any] = {"loss_trained_per_layer": layer_loss}
+    rows: list[dict[str, Any]] = []
+    for name, run in runs.items():
+        algo_errors = errors_of(run.weights, probe)
+        sim_e = similarity_grid(list(errors), list(algo_errors))  # (K, S)
+        sim_w = similarity_grid(list(weights), list(run.weights))
+        loss = [0.5 * float((e ** 2).sum(-1).mean()) for e in algo_errors]
+        matched = matched_steps(sim_e, run.steps)
+        at = [run.steps.index(k) for k in matched]
+        metrics[f"matched_steps_{name}"] = matched
+        metrics[f"sim_errors_{name}"] = [float(sim_e[j, i]) for j, i in enumerate(at)]
+        metrics[f"sim_weights_{name}"] = [float(sim_w[j, i]) for j, i in enumerate(at)]
+        metrics[f"loss_{name}_matched"] = [loss[i] for i in at]
+        # A match at the grid's last step count may lie beyond it (censored): flagged per layer.
+        metrics[f"matched_at_grid_end_{name}"] = [float(i == len(run.steps) - 1) for i in at]
+        rows += [{"layer": j + 1, "algorithm": name, "steps": k, "sim_errors": float(sim_e[j, i]),
+                  "sim_weights": float(sim_w[j, i]), "loss_algorithm": loss[i], "loss_layer": layer_loss[j],
+                  "matched": int(at[j] == i)} for j in range(len(errors)) for i, k in enumerate(run.steps)]
+    return metrics, rows

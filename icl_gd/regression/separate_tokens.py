@@ -276,3 +276,45 @@ class SeparateTokenTask(LayoutTokenTask):
     @property
     def layout(self) -> SeparateLayout:
         return SeparateLayout(self.task.d, self.task.d_y, self.task.n_context, self.positions)
+
+
+@dataclass(frozen=True)
+class InterleavedLayout(_AlternatingLayout):
+    """Garg, Tsipras, Liang & Valiant (2022, §2 and their ``models.py`` ``_combine``): tokens (B, 2N+1, D),
+    D = max(d_x, d_y), with no positions in the tokens (their GPT-2 adds learned ones): an input token is x_i, a
+    label token (y_i, 0, ..., 0), the query x_q last. The model reads ŷ at the query with a read-out head of its
+    own, so this layout has no ``prediction``."""
+
+    d_x: int
+    d_y: int
+    n_context: int
+    name = "the interleaved layout"
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, "d_x", "d_y", "n_context")
+
+    @property
+    def d_model(self) -> int:
+        return max(self.d_x, self.d_y)
+
+    @property
+    def y_slot(self) -> slice:
+        return slice(0, self.d_y)
+
+    @property
+    def pos_slot(self) -> slice:
+        return slice(self.d_model, self.d_model)  # empty: no positions in the tokens
+
+    def encode_positions(self, dtype: torch.dtype, device: torch.device | str) -> torch.Tensor:
+        return torch.zeros(self.n_tokens, 0, dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class InterleavedTokenTask(LayoutTokenTask):
+    """A regression task seen through Garg et al.'s interleaved layout: the ``TokenTask`` that training consumes."""
+
+    task: LinearRegressionTask
+
+    @property
+    def layout(self) -> InterleavedLayout:
+        return InterleavedLayout(self.task.d, self.task.d_y, self.task.n_context)
