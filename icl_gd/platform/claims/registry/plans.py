@@ -42,13 +42,13 @@ RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=
 SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false", _ADAM_SEPARATE), seeds=3, quick_seeds=1,
                      estimate_s=2550, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                      quick_estimate_s=300)
-# App. A.12 / Fig. 16: one layer trained full-batch on a fixed set of M tasks (M = 128 and 2048, the figure's (a)
-# and (c)); the single-layer budget, so the same estimates.
+# App. A.12 / Fig. 16: one layer trained full-batch on a fixed set of M tasks (M = 128, 2048 and 8192, the figure's
+# (a), (c) and (d)); the single-layer budget, a step's cost growing with M.
 FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch_size={m}"), seeds=3, quick_seeds=1,
                           estimate_s=50 * max(m, 512) / 2048 + 20,
                           quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION),
                           quick_estimate_s=45 * max(m, 512) / 2048 + 15)
-               for m in (128, 2048)}
+               for m in (128, 2048, 8192)}
 # App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step. norm_first_block: the authors'
 # code skips the first block's LayerNorm, so without it this one-block model had none (the bug of stop 18's run).
 LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false", "norm_first_block=true"),
