@@ -144,8 +144,10 @@ def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, c
     planned = plan_runs(claims, quick)
     failures: dict[str, str] = {}
     if planned:
-        records = run_sweep([p.spec for p in planned], root, registry=registry, backend=backend, workers=workers, address=address,
-                            device=device, progress=progress, threads=threads)
+        # Longest first: the short runs fill the workers' gaps at the end instead of a long one starting last.
+        longest_first = sorted(planned, key=lambda p: -p.estimate_s)
+        records = run_sweep([p.spec for p in longest_first], root, registry=registry, backend=backend,
+                            workers=workers, address=address, device=device, progress=progress, threads=threads)
         for record in records:
             if record.status == "failed":
                 failures[Path(record.run_dir).name] = record.error or "unknown error"
