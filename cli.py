@@ -309,6 +309,12 @@ def reproduce(
     raise typer.Exit(code)
 
 
+# Any in-context learner against GD and second-order methods (docs/compare.md).
+from icl_gd.platform.compare_cli import compare  # noqa: E402  (typer only: the comparison loads when it runs)
+
+app.command("compare")(compare)
+
+
 def main() -> None:  # pragma: no cover - console-script entry
     app()
 

@@ -143,7 +143,7 @@ def test_compare_command_writes_config_table_figure_and_metrics(tmp_path):
     from typer.testing import CliRunner
     import typer
 
-    from icl_gd.platform.compare_command import compare as compare_command
+    from icl_gd.platform.compare_cli import compare as compare_command
 
     app = typer.Typer()
     app.command()(compare_command)

@@ -16,14 +16,13 @@ import inspect
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any, Optional
 
 import pandas as pd
 import torch
-import typer
 
 from icl_gd.core.config import positive_int, setting
-from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
+from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
 from icl_gd.regression.compare import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
@@ -125,39 +124,3 @@ def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", for
                              "parameters": frame.attrs["parameters"]})
     run.finish(lambda mean: [("comparison", comparison_figure(frame))])
     return frame
-
-
-def compare(
-    model: Annotated[str, typer.Option("--model", help="FILE.py:FACTORY: a function returning the predictor (a "
-                                       "torch.nn.Module or a callable); called with d, n, d_y if it takes them.")],
-    out: Annotated[Path, typer.Option("--out", help="Output directory.")],
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="State dict loaded into the model.")] = None,
-    task: Annotated[str, typer.Option("--task", help="linear (x ~ U(-1/2, 1/2)^d, icl-gd's) or linear-normal "
-                                      "(x ~ N(0, I), Garg et al.'s).")] = "linear",
-    d: Annotated[int, typer.Option("--d", help="Input dimension.")] = 10,
-    n: Annotated[int, typer.Option("--n", help="Context pairs per task.")] = 10,
-    layout: Annotated[str, typer.Option("--layout", help="The call the model takes: arguments (x_ctx, y_ctx, x_q), "
-                                        "concat (icl-gd's tokens) or interleaved (Garg et al.'s); default: the "
-                                        "model's `layout` attribute, else arguments.")] = "",
-    steps: Annotated[int, typer.Option("--steps", help="GD, GD++ and preconditioned GD for 1..this many "
-                                       "steps.")] = 6,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the test, tuning and probe tasks.")] = 2023,
-    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch.")] = 1,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite a finished comparison in --out.")] = False,
-    figures: Annotated[bool, typer.Option("--figures/--no-figures", help="Draw the figure.")] = True,
-) -> None:
-    """Compare any in-context learner with tuned GD, GD++, preconditioned GD, Newton, least squares and ridge;
-    writes comparison.csv and figures/comparison.png into --out."""
-    torch.set_num_threads(threads)
-    try:
-        config = CompareRunConfig(model=model, checkpoint=None if checkpoint is None else str(checkpoint), task=task,
-                                  d=d, n=n, layout=layout, seed=seed, compare=CompareConfig(steps=steps))
-        frame = run_comparison(config, out, device, force, figures)
-    except ICLGDError as error:
-        typer.echo(f"icl-gd: error: {error}", err=True)
-        raise typer.Exit(2 if isinstance(error, (ConfigError, RunDirectoryError)) else 1)
-    closest = frame[frame["layer"].isna()].sort_values("pred_diff").iloc[0]
-    steps_text = "" if pd.isna(closest["steps"]) else f" ({int(closest['steps'])} steps)"
-    typer.echo(f"compare: wrote {out}  (loss={frame.attrs['loss']:.4g}, closest: {closest['reference']}"
-               f"{steps_text}, pred_diff={closest['pred_diff']:.3g})")
