@@ -9,6 +9,7 @@ that cannot settle an empirical claim (``quick_decisive=False``): they show the 
 
 from icl_gd.platform.claims.model import VERIFY_STUDY, Claim
 from icl_gd.platform.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
+from icl_gd.platform.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.platform.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
 from icl_gd.platform.claims.registry.checks import CONSTRUCTION_CHECKS
 from icl_gd.platform.claims.registry.irie import IRIE_CLAIMS
@@ -16,7 +17,8 @@ from icl_gd.platform.claims.registry.von_oswald import VON_OSWALD_CLAIMS
 
 __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
 
-CLAIMS: tuple[Claim, ...] = VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
+CLAIMS: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
+                             + BEYOND_FOREIGN_CLAIMS)
 
 ALL_CHECKS: tuple[Claim, ...] = CLAIMS + CONSTRUCTION_CHECKS
 
