@@ -168,7 +168,7 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
         for name in config.settings:
             result = run_setting(config, name, tasks, seed, run)
             if seed == config.seed and ctx.figures:
-                setting_figures(ctx.out, name, result.analysis, tasks)
+                setting_figures(ctx.out, name, result.analysis, tasks, ctx.label)
             seconds[name] += result.wall_seconds
             run.record_part(name, seed, {**result.accuracies, **result.analysis.metrics,
                                          "wall_seconds": result.wall_seconds})
@@ -180,7 +180,7 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
     run.add_rows("vote_accuracy", vote_table(analyses))
     run.add_rows("verification", verification_table(analyses))
     if ctx.figures:
-        summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"])
+        summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"], ctx.label)
     write_json(ctx.out / "summary.json", {"dataset": tasks[0].data.name, "second_task": tasks[1].data.name,
                                           "wall_seconds_per_setting": seconds})
     return run.finish(reductions={"verify_max_rel_error": max})

@@ -18,17 +18,17 @@ from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.training import LAYERS
 
 
-def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:
     """``query_attention_<setting>_task<t>_<correct|misclassified>_<j>`` (one per figure query),
     ``sorted_scores_<setting>``, ``top_training_images_<setting>``, ``class_attention_<setting>``,
     ``attention_over_time_<setting>``, ``recent_attention_<setting>``."""
-    class_attention(out, setting, analysis)
-    attention_over_time(out, setting, analysis)
+    class_attention(out, setting, analysis, label)
+    attention_over_time(out, setting, analysis, label)
     if len(analysis.figure_queries) and analysis.spotlights:  # n_figure_queries=0: no per-query figures
-        query_attention(out, setting, analysis, tasks)
-        top_training_images(out, setting, analysis, tasks)
-        sorted_scores(out, setting, analysis, tasks)
-        recent_attention(out, setting, analysis, tasks)
+        query_attention(out, setting, analysis, tasks, label)
+        top_training_images(out, setting, analysis, tasks, label)
+        sorted_scores(out, setting, analysis, tasks, label)
+        recent_attention(out, setting, analysis, tasks, label)
 
 
 def class_name(c: int, tasks: Sequence[ClassificationTask]) -> str:
@@ -98,7 +98,7 @@ def draw_class_totals(ax, spot: Spotlight, i: int, tasks: Sequence[Classificatio
         ax.legend(fontsize=5)
 
 
-def query_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+def query_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:
     """The authors' per-query figure (``paper/ff_as_attention/plot_attention.py``), one file per figure query: one
     row per layer with the query, its three top-scoring training units (an example at a step: their
     ``closest_training_<i>``), the sorted scores of each training class (``draw_sorted_scores``) and each class's
@@ -135,10 +135,10 @@ def query_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence
                                        f"class, sorted", fontsize=7)
                 fig.axes[-1].set_title("total score of each training class", fontsize=7)
         fig.suptitle(f"{setting}: {describe_query(query, tasks)}", fontsize=8)
-        save_figure(fig, out, f"query_attention_{setting}_task{query.task}_{query.kind}_{j}")
+        save_figure(fig, out, f"query_attention_{setting}_task{query.task}_{query.kind}_{j}", label)
 
 
-def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:
     """The authors' sorted-score plot of every figure query side by side: one row per figure query, one column per
     layer (``draw_sorted_scores``)."""
     nf = len(analysis.figure_queries)
@@ -156,10 +156,10 @@ def sorted_scores(out: Path, setting: str, analysis: Analysis, tasks: Sequence[C
     axes[-1, 0].set_xlabel("training class (per task), then its keys by decreasing score", fontsize=7)
     n = analysis.spotlights[0].sorted_scores.shape[-1]
     fig.suptitle(f"{setting}: the {n} largest attention scores |k·q + 1| of each training class, per query", fontsize=8)
-    save_figure(fig, out, f"sorted_scores_{setting}")
+    save_figure(fig, out, f"sorted_scores_{setting}", label)
 
 
-def recent_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+def recent_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:
     """Per layer: the share of attention on each of the last training steps' keys, split by task, mean over the
     figure queries."""
     fig, axes = plt.subplots(1, len(LAYERS), figsize=(4 * len(LAYERS), 3), sharey=True)
@@ -175,10 +175,10 @@ def recent_attention(out: Path, setting: str, analysis: Analysis, tasks: Sequenc
     axes[-1].legend(fontsize=7)
     fig.suptitle(f"{setting}: attention mass on each of the last {len(analysis.spotlights[0].recent_steps)} "
                  f"training steps, mean over {len(analysis.figure_queries)} queries", fontsize=8)
-    save_figure(fig, out, f"recent_attention_{setting}")
+    save_figure(fig, out, f"recent_attention_{setting}", label)
 
 
-def top_training_images(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask]) -> None:
+def top_training_images(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:
     """One row per (figure query, layer): the query, then the training images it attends to most."""
     shape = tasks[0].data.image_shape
     train_x = np.concatenate([t.data.train_x for t in tasks])  # indexed by example id
@@ -199,10 +199,10 @@ def top_training_images(out: Path, setting: str, analysis: Analysis, tasks: Sequ
     for c in range(k):
         axes[0, c + 1].set_title(f"top {c + 1}", fontsize=7)
     fig.suptitle(f"{setting}: training images with most attention, per layer", fontsize=8)
-    save_figure(fig, out, f"top_training_images_{setting}")
+    save_figure(fig, out, f"top_training_images_{setting}", label)
 
 
-def class_attention(out: Path, setting: str, analysis: Analysis) -> None:
+def class_attention(out: Path, setting: str, analysis: Analysis, label: str = "") -> None:
     """Per layer: the share of attention on each training class, averaged over queries of one predicted class."""
     fig, axes = plt.subplots(1, len(LAYERS), figsize=(4 * len(LAYERS), 3), sharey=True)
     for ax, name, share in zip(axes, LAYERS, analysis.class_attention):
@@ -214,10 +214,10 @@ def class_attention(out: Path, setting: str, analysis: Analysis) -> None:
     axes[0].set_ylabel("share of attention")
     axes[-1].legend(fontsize=5, ncol=2)
     fig.suptitle(f"{setting}: attention per training class, by the query's predicted class", fontsize=8)
-    save_figure(fig, out, f"class_attention_{setting}")
+    save_figure(fig, out, f"class_attention_{setting}", label)
 
 
-def attention_over_time(out: Path, setting: str, analysis: Analysis) -> None:
+def attention_over_time(out: Path, setting: str, analysis: Analysis, label: str = "") -> None:
     """Per layer: the share of attention on each epoch's keys, one line per task."""
     fig, axes = plt.subplots(1, len(LAYERS), figsize=(4 * len(LAYERS), 3), sharey=True)
     for ax, name, mass in zip(axes, LAYERS, analysis.epoch_attention):
@@ -229,10 +229,10 @@ def attention_over_time(out: Path, setting: str, analysis: Analysis) -> None:
     axes[0].set_ylabel("share of attention")
     axes[-1].legend(fontsize=7)
     fig.suptitle(f"{setting}: attention mass over training time, split by task", fontsize=8)
-    save_figure(fig, out, f"attention_over_time_{setting}")
+    save_figure(fig, out, f"attention_over_time_{setting}", label)
 
 
-def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[dict]) -> None:
+def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[dict], label: str = "") -> None:
     """``vote_accuracy`` (a table of ``analysis.vote_table``) and ``verification_errors`` (bars of
     ``analysis.verification_table``, log scale)."""
     fig, ax = plt.subplots(figsize=(11, 0.35 * len(vote_rows) + 0.9))
@@ -254,7 +254,7 @@ def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[
     runs = sorted({r["n_runs"] for r in vote_rows})
     ax.set_title(f"vote (class with the most attention): mean over seeds, split columns mean ± std over "
                  f"{'/'.join(map(str, runs))} seeds", fontsize=8)
-    save_figure(fig, out, "vote_accuracy")
+    save_figure(fig, out, "vote_accuracy", label)
 
     fig, ax = plt.subplots(figsize=(6, 3))
     labels = [f"{r['setting']}\n{r['layer']}" for r in verify_rows]
@@ -267,4 +267,4 @@ def summary_figures(out: Path, vote_rows: Sequence[dict], verify_rows: Sequence[
     ax.set_ylabel("max relative error")
     ax.legend(fontsize=7)
     ax.set_title("dual form vs trained network (float64 rebuild), max over seeds", fontsize=8)
-    save_figure(fig, out, "verification_errors")
+    save_figure(fig, out, "verification_errors", label)

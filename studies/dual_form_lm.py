@@ -184,7 +184,8 @@ def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunConte
         if result.passages is not None:
             passages = result.passages
             if ctx.figures:
-                lm_figures(ctx.out, result.layers, result.n_steps, prefix=f"{name}.")
+                lm_figures(ctx.out, result.layers, result.n_steps, prefix=f"{name}.",
+                           label=f"{ctx.label} · {name} set-up")
             run.add_rows("sorted_attention", [{"setup": name, "layer": a.name, "query": i, "rank": int(rank),
                                                "share": float(share)}
                                               for a in result.layers for i, curve in enumerate(a.scores.curves)
@@ -257,7 +258,7 @@ def passages_page(bodies: Sequence[str]) -> str:
             + "\n".join(bodies) + "</body></html>\n")
 
 
-def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix: str = "") -> None:
+def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix: str = "", label: str = "") -> None:
     """``{prefix}sorted_attention``, ``{prefix}attention_over_training`` and ``{prefix}key_removal``."""
     fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], layers):
@@ -268,7 +269,7 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix:
     axes[0, 0].set_ylabel("share of the query's attention")
     axes[0, -1].legend(fontsize=6)
     fig.suptitle("sorted attention scores |k·q + 1| per query", fontsize=9)
-    save_figure(fig, out, f"{prefix}sorted_attention")
+    save_figure(fig, out, f"{prefix}sorted_attention", label)
 
     fig, axes = plt.subplots(1, len(layers), figsize=(3.6 * len(layers), 3), sharey=True, squeeze=False)
     for ax, a in zip(axes[0], layers):
@@ -281,7 +282,7 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix:
         ax.set_xlabel("training step of the key")
     axes[0, 0].set_ylabel("share of attention (mean over queries)")
     fig.suptitle("attention mass over training time (dashed: uniform)", fontsize=9)
-    save_figure(fig, out, f"{prefix}attention_over_training")
+    save_figure(fig, out, f"{prefix}attention_over_training", label)
 
     fig, ax = plt.subplots(figsize=(1.6 * len(layers) + 2, 3))
     pos = np.arange(len(layers))
@@ -292,7 +293,7 @@ def lm_figures(out: Path, layers: Sequence[LayerAnalysis], n_steps: int, prefix:
     ax.set_ylabel("drop of p(predicted word)")
     ax.legend(fontsize=7)
     ax.set_title("removing keys from the dual sum", fontsize=9)
-    save_figure(fig, out, f"{prefix}key_removal")
+    save_figure(fig, out, f"{prefix}key_removal", label)
 
 
 STUDY = Study(

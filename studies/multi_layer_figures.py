@@ -3,18 +3,22 @@ losses against GD / GD++ steps, the read-off step sizes and curvature factors, a
 
 from __future__ import annotations
 
-from icl_gd.core.plotting import plt, sns
-from icl_gd.regression.figures import rows_frame
+from icl_gd.core.plotting import legend_outside, plt, sns
+from icl_gd.regression.figures import REFERENCE_NAMES, rows_frame
 
 
 def reference_cosines_figure(curves) -> "plt.Figure":
     """The trained model's sensitivity cosine against each reference over training (``cos_sensitivity_vs_*`` rows):
     a deep model aligns with GD first, then moves on to GD++."""
     df = rows_frame(r for r in curves if r["metric"].startswith("cos_sensitivity"))
-    df["reference"] = df.metric.str.replace("cos_sensitivity_vs_", "", regex=False)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    sns.lineplot(data=df, x="step", y="value", hue="reference", errorbar=("pi", 100), ax=ax)
-    ax.set(xlabel="training step", ylabel="sensitivity cosine of the trained model", ylim=(0.8, 1.005))
+    df["reference"] = df.metric.str.replace("cos_sensitivity_vs_", "", regex=False).map(
+        lambda r: REFERENCE_NAMES.get(r, r))
+    fig, ax = plt.subplots(figsize=(5.8, 3.4))
+    sns.lineplot(data=df, x="step", y="value", hue="reference", style="reference", markers=True, dashes=True,
+                 markevery=max(1, df.step.nunique() // 12), errorbar=("pi", 100), ax=ax)
+    ax.set(xlabel="training step", ylabel="cosine of sensitivities ∂ŷ/∂x", ylim=(0.8, 1.005),
+           title="the trained model's alignment with each reference")
+    legend_outside(ax, title="against")
     return fig
 
 
@@ -32,8 +36,9 @@ def per_layer_loss_figure(per_seed, mean, title: str) -> "plt.Figure":
                 label="trained (per seed)" if i == 0 else None)
     ax.plot(layers, mean["loss_gd_per_step"], "s--", color="C1", label=f"GD ({K} steps, tuned)")
     ax.plot(layers, mean["loss_gdpp_per_step"], "^--", color="C2", label=f"GD++ ({K} steps, tuned)")
-    ax.set(yscale="log", xlabel="layer / step", ylabel="test loss", xticks=layers, title=title)
-    ax.legend(fontsize=7)
+    ax.set(yscale="log", xlabel="after layer k / GD step k", ylabel="test loss, ½·MSE", xticks=layers,
+           title=f"loss after each layer ({title})")
+    legend_outside(ax)
     return fig
 
 
@@ -47,8 +52,10 @@ def effective_params_figure(per_seed, mean) -> "plt.Figure":
             ax.plot(xs, _as_list(m[key]), "o", color="C0", alpha=0.6,
                     label="trained (read off weights)" if i == 0 else None)
         ax.plot(xs, _as_list(mean[ref])[:n_distinct], "x", ms=10, color="C2", label="GD++ tuned")
-        ax.set(xlabel="layer", ylabel=key.split("_")[1], xticks=xs)
-        ax.legend(fontsize=7)
+        ax.set(xlabel="layer k", ylabel={"trained_eta": "step size η_k", "trained_gamma": "curvature factor γ_k"}[key],
+               xticks=xs)
+    legend_outside(axes[-1])
+    fig.suptitle("GD++ parameters read off the trained layers, beside tuned GD++")
     fig.tight_layout()
     return fig
 
@@ -60,7 +67,7 @@ def condition_figure(rows) -> "plt.Figure":
     fig, ax = plt.subplots(figsize=(4.8, 3.4))
     sns.lineplot(data=df, x="transforms", y="log10_mean", hue="source", style="source", markers=True,
                  errorbar=("pi", 100), ax=ax)
-    ax.set(xlabel="input transforms applied (layers / steps)", ylabel="mean log10 condition number of X Xᵀ",
-           xticks=sorted(df.transforms.unique()))
-    ax.legend(fontsize=7)
+    ax.set(xlabel="input transforms applied (layers / steps)", ylabel="mean log₁₀ condition number κ(X Xᵀ)",
+           xticks=sorted(df.transforms.unique()), title="conditioning of the context inputs")
+    legend_outside(ax, title="transform")
     return fig

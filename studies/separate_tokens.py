@@ -164,7 +164,8 @@ def attention_figure(attention: "torch.Tensor", label: str) -> "plt.Figure":
     fig, axes = plt.subplots(1, H, figsize=(3.6 * H, 3.4), squeeze=False)
     for h, ax in enumerate(axes.flat):
         sns.heatmap(attention[h].cpu().numpy(), ax=ax, cmap="viridis", vmin=0, square=True, cbar=True)
-        ax.set(title=f"{label}: head {h + 1}", xlabel="context token s", ylabel="token t")
+        ax.set(title=f"{label}: head {h + 1}", xlabel="context token s (attended to)", ylabel="token t (attending)")
+    fig.suptitle("mean attention weights of the first layer (colour: weight)")
     fig.tight_layout()
     return fig
 
@@ -173,7 +174,8 @@ def gradient_map_figure(norms: "torch.Tensor", label: str) -> "plt.Figure":
     """‖∂u_k/∂e_j‖_F of a layer's update (output token k × input token j), ``norms`` (T, T)."""
     fig, ax = plt.subplots(figsize=(4.2, 3.6))
     sns.heatmap(norms.cpu().numpy(), ax=ax, cmap="magma", square=True, cbar=True)
-    ax.set(title=f"first-layer gradient norms ({label})", xlabel="input token j", ylabel="output token k")
+    ax.set(title=f"first-layer gradient norms ‖∂u_k/∂e_j‖ ({label})", xlabel="input token j",
+           ylabel="output token k")
     fig.tight_layout()
     return fig
 

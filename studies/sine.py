@@ -29,7 +29,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import alignment_metrics, relative_prediction_rms
 from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
-from icl_gd.core.plotting import plt
+from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
 from icl_gd.regression.sine import SineTaskConfig, SineTokenTask
 from icl_gd.core.study import RunContext, Study
@@ -251,9 +251,10 @@ def functions_figure(rows) -> "plt.Figure":
                 ax.plot(*zip(*points), label=name, **style)
         context = [(r["x"], r["y"]) for r in rows if r["task"] == task and r["kind"] == "context"]
         ax.scatter(*zip(*context), color="black", marker="o", s=18, zorder=5, label="context")
-        ax.set(title=f"test task {task}", xlabel="x")
-    axes.flat[0].set_ylabel("y")
-    axes.flat[0].legend(fontsize=6)
+        ax.set(title=f"test task {task}", xlabel="input x")
+    axes.flat[0].set_ylabel("output y")
+    legend_outside(axes.flat[-1])
+    fig.suptitle("functions learned in context, against the true sine")
     fig.tight_layout()
     return fig
 

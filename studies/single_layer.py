@@ -28,7 +28,7 @@ from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_mo
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
-from icl_gd.core.plotting import plt, sns
+from icl_gd.core.plotting import legend_outside, plt, sns
 from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure,
                                        rows_frame)
 from icl_gd.core.study import RunContext, Study
@@ -139,8 +139,12 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
 def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: dict[str, Any]):
     curves = run.tables["curves"]
     yield "loss_curves", loss_curves_figure([r for r in curves if r["model"] in ("trained", "gd", "interpolated")],
-                                            {"zero predictor": mean["loss_zero"]})
-    yield "alignment_curves", alignment_curves_figure([r for r in curves if r["model"] in ("trained", "interpolated")])
+                                            {"zero predictor": mean["loss_zero"]}, gap_to="gd")
+    controls = {f"GD with η × {factor:g}": {m: mean[f"{name}_{m}"] for m in ("pred_diff", "cos_sensitivity",
+                                                                          "sensitivity_diff")}
+                for name, factor in CONTROLS.items()}
+    yield "alignment_curves", alignment_curves_figure([r for r in curves if r["model"] in ("trained", "interpolated")],
+                                                      controls=controls)
     yield "ood", ood_figure(run.tables["ood"])
     if run.tables.get("depth"):
         yield "past_training_depth", depth_figure(run.tables["depth"], run.config.dampings, run.config.model.layers)
@@ -157,11 +161,13 @@ def interpolation_figure(rows, references: dict[str, float]) -> "plt.Figure":
     """Loss of the interpolated model against the mixing weight α (0 = trained, 1 = constructed)."""
     df = rows_frame(rows)
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    sns.lineplot(data=df, x="alpha", y="loss", marker="o", errorbar=("pi", 100), ax=ax, label="interpolated")
+    sns.lineplot(data=df, x="alpha", y="loss", marker="o", errorbar=("pi", 100), ax=ax,
+                 label="interpolated weights")
     for i, (name, value) in enumerate(references.items()):
-        ax.axhline(value, ls="--", lw=1, color=f"C{i + 1}", label=name)
-    ax.set(xlabel="mixing weight α (0 = trained, 1 = constructed)", ylabel="test loss")
-    ax.legend(fontsize=7)
+        ax.axhline(value, ls=(":", "--", "-.")[i % 3], lw=1.2, color=f"C{i + 1}", label=name)
+    ax.set(xlabel="mixing weight α (0 = trained, 1 = constructed)", ylabel="test loss, ½·MSE",
+           title="loss along the line from trained to constructed weights")
+    legend_outside(ax)
     return fig
 
 
@@ -175,7 +181,8 @@ def weight_products_figure(panels: dict[str, "torch.Tensor"]) -> "plt.Figure":
         bound = max(abs(m).max(), 1e-12)
         sns.heatmap(m, ax=ax, cmap="RdBu_r", vmin=-bound, vmax=bound, square=True, cbar=True,
                     xticklabels=False, yticklabels=False)
-        ax.set_title(title, fontsize=8)
+        ax.set(title=title, xlabel="token coordinate (input)", ylabel="token coordinate (output)")
+    fig.suptitle("weight products summed over heads (colour: value; red > 0 > blue)")
     fig.tight_layout()
     return fig
 

@@ -30,7 +30,7 @@ from torch import nn
 
 from icl_gd.core.config import require_positive_int, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.core.plotting import plt
+from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.algorithms import (AlgorithmRun, Probe, descent_step_size, errors_of, match_layers,
@@ -180,7 +180,7 @@ def matched_steps_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.Fi
     ax.set_yscale("symlog", linthresh=1.0)  # log above 1; Newton's iteration 0 can be a match
     ax.set(xlabel="layer k", ylabel="matched steps (max SimE)", xticks=layers,
            title="steps of each algorithm that best match layer k")
-    ax.legend(fontsize=7)
+    legend_outside(ax)
     return fig
 
 
@@ -194,8 +194,9 @@ def loss_per_layer_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.F
     for i, name in enumerate(ALGORITHMS):
         mean, _, _ = _mean_and_range(per_seed, f"loss_{name}_matched")
         ax.plot(layers, mean, "s--", color=f"C{i + 1}", alpha=0.8, label=f"{LABELS[name]} at matched steps")
-    ax.set(yscale="log", xlabel="layer k", ylabel="loss on the probe queries", xticks=layers)
-    ax.legend(fontsize=7)
+    ax.set(yscale="log", xlabel="layer k", ylabel="loss on the probe queries, ½·MSE", xticks=layers,
+           title="loss after layer k, beside each algorithm at its matched steps")
+    legend_outside(ax)
     return fig
 
 

@@ -40,6 +40,7 @@ class RunContext:
     device: torch.device
     progress: bool = True
     figures: bool = True  # False: no figure is drawn (numbers and tables unchanged; drawing is most of a tiny run)
+    label: str = ""  # what ran, in words (``run_label``): every figure's title line
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,36 @@ def resolve_study_config(study: Study, preset: str = DEFAULT_PRESET, overrides: 
     return apply_overrides(config, list(overrides))
 
 
+def _config_value(config: Any, key: str) -> Any:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def run_label(study: Study, preset: str, config: Any) -> str:
+    """What ran, in words, for a figure's title: "single-layer · paper preset · 3 seeds (from seed 2) · 5000
+    training steps" (steps, else epochs, from every key of that name, or the steps the config resolves to where
+    those keys are unset; seeds from ``seeds``)."""
+    from icl_gd.core.config import config_keys
+
+    keys = config_keys(config)
+    parts = [study.name, f"{preset} preset"]
+    seeds_key = next((k for k in keys if k.rsplit(".", 1)[-1] == "seeds"), None)
+    if seeds_key is not None:
+        seeds = _config_value(config, seeds_key)
+        first = _config_value(config, seeds_key[:-1]) if seeds_key[:-1] in keys else 0
+        parts.append(f"{seeds} seed{'s' if seeds != 1 else ''}" + (f" (from seed {first})" if first else ""))
+    for unit in ("steps", "epochs"):
+        values = [_config_value(config, k) for k in keys if k.rsplit(".", 1)[-1] == unit]
+        values = list(dict.fromkeys(v for v in values if v is not None))
+        if not values and unit == "steps" and study.resolved_training is not None:
+            values = [v for v in [getattr(study.resolved_training(config), "steps", None)] if v is not None]
+        if values:
+            parts.append(f"{' / '.join(str(v) for v in values)} training {unit if values != [1] else unit[:-1]}")
+            break
+    return " · ".join(parts)
+
+
 def write_resolved_config(ctx: RunContext, study: Study, config: Any, preset: str = DEFAULT_PRESET) -> None:
     """Write ``config.json``: the preset, the config (seeds included), the training settings it resolves to
     (``study.resolved_training``), device and versions (the source's git commit among them)."""
@@ -254,5 +285,5 @@ class StudyRun:
                 write_csv(self.ctx.out / f"{name}.csv", rows, list(columns[name]) if name in columns else None)
         mean = mean_over_seeds(self.per_seed, reductions)
         for name, figure in (figures(mean) if figures and self.ctx.figures else ()):
-            save_figure(figure, self.ctx.out, name)
+            save_figure(figure, self.ctx.out, name, self.ctx.label)
         return write_metrics(self.ctx.out, self.per_seed, reductions)

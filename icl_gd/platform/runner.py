@@ -19,7 +19,7 @@ from icl_gd.platform.memory import check_memory
 from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.runlock import RunLock
-from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, write_resolved_config
+from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, run_label, write_resolved_config
 from icl_gd.core.timing import run_timing
 
 
@@ -72,7 +72,8 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
     out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
     with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
-        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures)
+        ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures,
+                         label=run_label(spec, preset, config))
         write_resolved_config(ctx, spec, config, preset)
         with run_timing(out):  # timings.json: this attempt's wall / CPU time and its phases
             return spec.run(config, ctx)

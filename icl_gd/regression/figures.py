@@ -21,65 +21,152 @@ def rows_frame(rows) -> "pd.DataFrame":
     return pd.DataFrame(list(rows))
 
 
-def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y: bool = True) -> "plt.Figure":
-    """Test loss over training, one line per model, mean and min-max band over seeds; references as lines."""
+MODEL_NAMES = {"trained": "trained model", "gd": "GD (tuned η)", "gdpp": "GD++ (tuned)", "interpolated":
+               "interpolated weights", "zero": "zero predictor"}
+METRIC_NAMES = {"pred_diff": "prediction difference ‖ŷ − ŷ_ref‖", "cos_sensitivity": "cosine of sensitivities ∂ŷ/∂x",
+                "sensitivity_diff": "sensitivity difference ‖∂ŷ/∂x − ∂ŷ_ref/∂x‖"}
+REFERENCE_NAMES = {"gd": "GD", "gdpp": "GD++", "gd_2steps": "2 GD steps",
+                   "prop2_own_features": "Prop. 2 on the model's own features"}
+# The OOD sweeps of ``icl_gd.regression.ood.default_sweeps``: panel title and x-axis label, in words.
+SWEEP_NAMES = {
+    "input_scale": ("inputs scaled: x ~ U(−α/2, α/2)", "input scale α (trained at α = 1)"),
+    "weight_scale": ("task weights scaled: w ~ α·N(0, I)", "weight scale α (trained at α = 1)"),
+    "input_law_exponential": ("inputs from an exponential law", "context norm α (x normalised)"),
+    "input_law_normal": ("inputs from a normal law", "context norm α (x normalised)"),
+    "input_law_laplace": ("inputs from a Laplace law", "context norm α (x normalised)"),
+    "input_law_mixture": ("inputs from a per-task mix of the three laws", "context norm α (x normalised)"),
+    "distractors": ("distractor tokens in the context", "distractor tokens (count)"),
+}
+DASH_CYCLE = (":", (0, (6, 2)), "-.")
+OVERFLOW = 1e6  # a loss at or above this (or not finite) has overflowed
+
+
+def model_name(name: str) -> str:
+    return MODEL_NAMES.get(name, name)
+
+
+def _named(df: "pd.DataFrame") -> "pd.DataFrame":
+    return df.assign(model=df.model.map(model_name))
+
+
+def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y: bool = True,
+                       gap_to: str | None = None) -> "plt.Figure":
+    """Test loss over training, one line per model, mean and min-max band over seeds; references as lines. With
+    ``gap_to`` (a model in the curves, e.g. ``gd``), a second panel shows every other model's relative gap to it,
+    (L − L_ref) / L_ref: the quantity a "matches GD" claim is about, invisible on the loss panel's log axis."""
+    from icl_gd.core.plotting import legend_outside
+
     df = rows_frame(curves)
     df = df[df.metric == "loss"]
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    sns.lineplot(data=df, x="step", y="value", hue="model", style="model", errorbar=("pi", 100), ax=ax)
+    gap = gap_to is not None and gap_to in set(df.model) and df.model.nunique() > 1
+    fig, axes = plt.subplots(1, 2 if gap else 1, figsize=(10.5 if gap else 6.0, 3.4), squeeze=False)
+    ax = axes.flat[0]
+    sns.lineplot(data=_named(df), x="step", y="value", hue="model", style="model", markers=True, dashes=True,
+                 markevery=max(1, df.step.nunique() // 12), errorbar=("pi", 100), ax=ax)
     for i, (name, value) in enumerate((references or {}).items()):
-        ax.axhline(value, ls="--", lw=1, color=f"C{i + 4}", label=name)
+        ax.axhline(value, ls=":", lw=1.2, color="#999999" if i == 0 else "#000000", label=name)
     if log_y:
         ax.set_yscale("log")
-    ax.set(xlabel="training step", ylabel="test loss (0.5·MSE)")
-    ax.legend(fontsize=7)
+    ax.set(xlabel="training step", ylabel="test loss, ½·mean squared error", title="test loss over training")
+    legend_outside(ax, title="model (band: min–max over seeds)" if df.seed.nunique() > 1 else "model")
+    if gap:
+        ref = df[df.model == gap_to].set_index(["step", "seed"]).value
+        rows = df[df.model != gap_to].copy()
+        rows["gap"] = (rows.value.to_numpy() - ref.reindex(list(zip(rows.step, rows.seed))).to_numpy()) / \
+            ref.reindex(list(zip(rows.step, rows.seed))).to_numpy()
+        ax = axes.flat[1]
+        sns.lineplot(data=_named(rows), x="step", y="gap", hue="model", style="model", markers=True, dashes=True,
+                     markevery=max(1, rows.step.nunique() // 12), errorbar=("pi", 100), ax=ax)
+        ax.axhline(0.0, color="black", lw=0.8)
+        ax.set_yscale("symlog", linthresh=0.01)  # linear within ±1 %, log beyond: the early gap and the last
+        ax.set(xlabel="training step", ylabel=f"relative gap (L − L_{REFERENCE_NAMES.get(gap_to, gap_to)}) / "
+                                              f"L_{REFERENCE_NAMES.get(gap_to, gap_to)}",
+               title=f"gap to {model_name(gap_to)} (0: equal loss)")
+        legend_outside(ax, title="model")
+    fig.tight_layout()
     return fig
 
 
-def alignment_curves_figure(curves, reference: str = "gd") -> "plt.Figure":
-    """Prediction difference, sensitivity cosine and sensitivity difference against ``reference`` over training."""
+def alignment_curves_figure(curves, reference: str = "gd",
+                            controls: dict[str, dict[str, float]] | None = None) -> "plt.Figure":
+    """Prediction difference, sensitivity cosine and sensitivity difference against ``reference`` over training.
+    ``controls`` (name -> {metric: value}, e.g. GD with η doubled against tuned GD) are drawn as horizontal lines:
+    how far a model that is not the reference lies, so that "aligned" can be read against it."""
+    from icl_gd.core.plotting import legend_outside
+
     df = rows_frame(curves)
-    metrics = ("pred_diff", "cos_sensitivity", "sensitivity_diff")
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-    for ax, metric in zip(axes, metrics):
+    ref = REFERENCE_NAMES.get(reference, reference)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    for ax, metric in zip(axes, METRIC_NAMES):
         sub = df[df.metric == f"{metric}_vs_{reference}"]
-        sns.lineplot(data=sub, x="step", y="value", hue="model", errorbar=("pi", 100), ax=ax)
-        ax.set(xlabel="training step", ylabel=f"{metric} vs {reference}")
+        sns.lineplot(data=_named(sub), x="step", y="value", hue="model", style="model", markers=True, dashes=True,
+                     markevery=max(1, sub.step.nunique() // 12), errorbar=("pi", 100), ax=ax, legend=ax is axes[-1])
+        for i, (name, values) in enumerate((controls or {}).items()):
+            if metric in values:
+                ax.axhline(values[metric], color="#999999" if i == 0 else "#000000", lw=1.0, ls=DASH_CYCLE[i],
+                           label=f"control: {name}")
+        ax.set(xlabel="training step", ylabel=METRIC_NAMES[metric].replace("ref", ref), title=f"against {ref}")
     axes[1].set_ylim(-0.05, 1.05)
+    legend_outside(axes[-1], title="model")
+    fig.suptitle(f"alignment with {ref} over training (1 on the cosine, 0 on the differences: the same function)")
+    fig.tight_layout()
     return fig
 
 
 def ood_figure(ood_rows, log_y: bool = True) -> "plt.Figure":
     """One panel per OOD sweep: loss against the shift for every model (mean and band over seeds)."""
-    df = rows_frame(ood_rows)
+    from icl_gd.core.plotting import legend_outside
+
+    df = _named(rows_frame(ood_rows))
     sweeps = list(dict.fromkeys(df.sweep))
     cols = min(3, len(sweeps))
     rows = (len(sweeps) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 1.8, 3.2 * rows), squeeze=False)
     for ax, sweep in zip(axes.flat, sweeps):
         # Models that coincide (the point of most sweeps) stay visible through distinct dashes and markers.
         sns.lineplot(data=df[df.sweep == sweep], x="value", y="loss", hue="model", style="model", markers=True,
-                     dashes=True, errorbar=("pi", 100), ax=ax, alpha=0.85)
-        ax.set(title=sweep, xlabel="shift", ylabel="test loss")
+                     dashes=True, errorbar=("pi", 100), ax=ax, alpha=0.85, legend=ax is axes.flat[0])
+        title, xlabel = SWEEP_NAMES.get(sweep, (sweep.replace("_", " "), "shift"))
+        ax.set(title=title, xlabel=xlabel, ylabel="test loss, ½·MSE")
         if log_y:
             ax.set_yscale("log")
-        ax.legend(fontsize=6)
+    legend_outside(axes.flat[0], title="model")
     for ax in list(axes.flat)[len(sweeps):]:
         ax.axis("off")
+    fig.suptitle("out-of-distribution test tasks: loss against the shift (curves on top of each other: "
+                 "the same loss)")
     fig.tight_layout()
     return fig
 
 
 def depth_figure(depth_rows, dampings, trained_depth: int) -> "plt.Figure":
-    """Loss against layer applications / steps far past the training depth, one panel per damping."""
-    df = rows_frame(depth_rows)
-    df = df[df.loss < 1e6]  # overflowed runs are in depth.csv; the figure shows the finite part
-    fig, axes = plt.subplots(1, len(dampings), figsize=(4.2 * len(dampings), 3.3), squeeze=False)
+    """Loss against layer applications / steps far past the training depth, one panel per damping. A curve whose
+    loss overflows (``OVERFLOW`` or not finite, kept in depth.csv) ends in a marked ✕ at its last finite point."""
+    import numpy as np
+
+    from icl_gd.core.plotting import legend_outside, mark_overflow
+
+    df = _named(rows_frame(depth_rows))
+    overflowed = ~np.isfinite(df.loss) | (df.loss >= OVERFLOW)
+    fig, axes = plt.subplots(1, len(dampings), figsize=(4.2 * len(dampings) + 1.8, 3.3), squeeze=False)
     for ax, damping in zip(axes.flat, dampings):
-        sns.lineplot(data=df[df.damping == damping], x="applications", y="loss", hue="model", style="model",
-                     errorbar=("pi", 100), ax=ax)
-        ax.axvline(trained_depth, color="grey", lw=0.8, ls=":")
-        ax.set(yscale="log", title=f"damping {damping}", xlabel="layer applications / steps")
+        here = df[(df.damping == damping) & ~overflowed]
+        sns.lineplot(data=here, x="applications", y="loss", hue="model", style="model", markers=True, dashes=True,
+                     markevery=max(1, here.applications.nunique() // 10), errorbar=("pi", 100), ax=ax,
+                     legend=ax is axes.flat[-1])
+        for name in dict.fromkeys(df[df.damping == damping].model):
+            bad = df[(df.damping == damping) & (df.model == name) & overflowed]
+            if len(bad):
+                first = bad.applications.min()
+                finite = here[(here.model == name) & (here.applications < first)]
+                last = finite.groupby("applications").loss.mean()
+                x, y = (last.index[-1], last.iloc[-1]) if len(last) else (first, OVERFLOW)
+                mark_overflow(ax, x, y, f"{name}: overflows at {first}")
+        ax.axvline(trained_depth, color="#999999", lw=1.0, ls=":", label=f"training depth ({trained_depth})")
+        ax.set(yscale="log", title=f"damping λ = {damping}", xlabel="layer applications / GD steps",
+               ylabel="test loss, ½·MSE")
+    legend_outside(axes.flat[-1], title="model")
+    fig.suptitle("a trained layer applied past its training depth, beside GD for as many steps")
     fig.tight_layout()
     return fig
 
@@ -92,14 +179,17 @@ def heads_figure(per_seed, heads, references: dict[str, float], cosine: bool = F
     loss_ax = axes.flat[0]
     for i, m in enumerate(per_seed.values()):
         loss_ax.plot(heads, [m[f"loss_trained_h{h}"] for h in heads], "o-", color="C0",
-                     label="trained" if i == 0 else None)
+                     label="trained model" if i == 0 else None)
         if cosine:
             axes.flat[1].plot(heads, [m[f"cos_sensitivity_h{h}"] for h in heads], "o-", color="C0")
     for i, (name, value) in enumerate(references.items()):
-        loss_ax.axhline(value, ls="--", color=f"C{i + 1}", label=name)
-    loss_ax.set(xlabel="heads", ylabel="test loss", xticks=heads)
-    loss_ax.legend(fontsize=7)
+        loss_ax.axhline(value, ls=(0, (4, 1 + i)), color=f"C{i + 1}", label=name)
+    loss_ax.set(xlabel="attention heads (count)", ylabel="final test loss, ½·MSE", xticks=heads,
+                title="final test loss (one line per seed)")
     if cosine:
-        axes.flat[1].set(xlabel="heads", ylabel="sensitivity cosine vs GD", xticks=heads, ylim=(-0.05, 1.05))
+        axes.flat[1].set(xlabel="attention heads (count)", ylabel="cosine of sensitivities with GD", xticks=heads,
+                         ylim=(-0.05, 1.05), title="alignment with one GD step")
+    handles, labels = loss_ax.get_legend_handles_labels()
     fig.tight_layout()
+    fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False)
     return fig

@@ -369,7 +369,8 @@ def render_markdown(results: Sequence[ClaimResult], header: ReportHeader, root: 
                                                    "inconclusive by design.)" if header.quick else ""), "",
              f"Produced by `{header.command}` at commit `{header.commit}` on {header.date} "
              f"({header.wall_s / 60:.1f} min{_runs_text(header)}){_rejudged_text(header)}.", "",
-             f"The authors' code column: {AGREEMENT_RULE}. {_VARIANTS}", ""]
+             f"The authors' code column: {AGREEMENT_RULE}. {_VARIANTS}", "",
+             "The papers' figures beside ours, with their claims: [figures.md](figures.md).", ""]
     if header.failed_runs:
         parts += ["Failed runs:", *[f"- {f}" for f in header.failed_runs], ""]
     for section in SECTIONS:
@@ -457,6 +458,7 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, root: Path
             f"<p>Produced by <code>{esc(header.command)}</code> at commit <code>{esc(header.commit)}</code> on "
             f"{esc(header.date)} ({header.wall_s / 60:.1f} min{esc(_runs_text(header))})"
             f"{esc(_rejudged_text(header))}.</p>",
+            '<p>The papers\' figures beside ours, with their claims: <a href="figures.html">figures.html</a>.</p>',
             f"<p><small>The authors' code: {esc(AGREEMENT_RULE)}. {esc(_VARIANTS)}</small></p>"]
     if header.failed_runs:
         body.append("<p>Failed runs:</p><ul>" + "".join(f"<li>{esc(f)}</li>" for f in header.failed_runs)
@@ -542,7 +544,11 @@ def update_readme(readme: Path, block: str) -> None:
 
 
 def write_report(root: Path, results: Sequence[ClaimResult], header: ReportHeader) -> None:
-    """Write ``claims.json``, ``report.md`` and ``report.html`` under ``root`` (each atomically)."""
+    """Write ``claims.json``, ``report.md``, ``report.html`` and the papers' figures beside our runs'
+    (``figures.md``, ``figures.html``: ``icl_gd.platform.claims.gallery``) under ``root`` (each atomically)."""
+    from icl_gd.platform.claims.gallery import write_gallery
+
+    write_gallery(root, results)
     write_json(root / "claims.json", claims_json(results, header, root))
     atomic_write_text(root / "report.md", render_markdown(results, header, root))
     atomic_write_text(root / "report.html", render_html(results, header, root))
