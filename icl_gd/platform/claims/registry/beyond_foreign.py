@@ -18,8 +18,8 @@ _FOLLOWS = ("Garg et al.'s layout (interleaved x and y tokens, learned positions
 # Full budget: 20 000 steps (the default's 4000 leave the model between the initial plateau and one GD step's loss);
 # estimates are wall seconds of one seed on this project's 2-core machine under load (the default run's training
 # scaled by five, plus its tuning and comparison).
-FOREIGN = RunPlan("foreign-transformer", overrides=("steps=20000",), seeds=3, quick_seeds=1, estimate_s=1800,
-                  quick_overrides=("steps=4000",), quick_estimate_s=420)
+FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1, estimate_s=1800,
+                  quick_overrides=("training.steps=4000",), quick_estimate_s=420)
 
 BEYOND_FOREIGN_CLAIMS: tuple[Claim, ...] = (
     Claim(id="garg-closer-to-least-squares", paper=GARG, location="abstract (arXiv 2208.01066)", kind=Kind.BEYOND,
