@@ -14,7 +14,12 @@ from scipy.stats import t
 from icl_gd.platform.claims import CLAIMS
 from icl_gd.platform.claims.authors import AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values
 from icl_gd.platform.claims.model import Spread
-from icl_gd.platform.departures import VON_OSWALD
+from icl_gd.platform.departures import IRIE, VON_OSWALD
+
+PAPER_OF = {"google-research/self-organising-systems (transformers_learn_icl_by_gd/src)": VON_OSWALD,
+            "RobertCsordas/linear_layer_as_attention": IRIE}
+RUNTIME = {"google-research/self-organising-systems (transformers_learn_icl_by_gd/src)": "jax ",
+           "RobertCsordas/linear_layer_as_attention": "torch "}
 
 ROOT = Path(__file__).resolve().parents[1]
 LINEAR = next(c for c in CLAIMS if c.id == "vo-single-loss")  # a metric on the linear scale
@@ -92,7 +97,8 @@ def test_every_record_names_a_registered_claim_and_carries_its_provenance():
         assert record.values or not record.same_setup, f"{claim_id}: same_setup with no value"
         assert re.fullmatch(r"[0-9a-f]{40}", record.provenance["commit"][:40]), (claim_id, "commit")
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", record.provenance["date"]), (claim_id, "date")
-        assert record.provenance["versions"].startswith("jax "), claim_id
+        # von Oswald et al.'s code runs on JAX, Irie et al.'s on PyTorch
+        assert record.provenance["versions"].startswith(RUNTIME[record.provenance["repository"]]), claim_id
         # the driver and the page that records the run exist in this repository
         driver = record.provenance["driver"].split()[0]
         assert (ROOT / driver).is_file(), (claim_id, driver)
@@ -100,7 +106,8 @@ def test_every_record_names_a_registered_claim_and_carries_its_provenance():
 
 
 def test_records_are_claims_of_the_paper_the_authors_code_belongs_to():
-    # their repository is von Oswald et al.'s: a record under an Irie claim (or a construction check) is a mistake
+    # each repository is one paper's: a record of von Oswald et al.'s code under an Irie claim (or a construction
+    # check) is a mistake, and the other way round
     by_id = {c.id: c for c in CLAIMS}
-    for claim_id in authors_values():
-        assert by_id[claim_id].paper == VON_OSWALD, claim_id
+    for claim_id, record in authors_values().items():
+        assert by_id[claim_id].paper == PAPER_OF[record.provenance["repository"]], claim_id

@@ -7,6 +7,7 @@ from icl_gd.platform.departures import IRIE
 from icl_gd.platform.claims.model import Claim, Direction, Kind
 from icl_gd.platform.claims.statistics import difference, least, metric, ratio
 from icl_gd.platform.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM, DUAL_FORM_MNIST
+from icl_gd.platform.claims.registry.rules import FORGETTING_MARGIN, SHARE_MARGIN
 from icl_gd.platform.claims.registry.rules import RULES as _RULES
 
 
@@ -47,14 +48,14 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
     # its text quoted.
     # Their Table 1 is of a single MNIST model (DUAL_FORM_MNIST); the same statistics of the paper preset's single
     # Fashion-MNIST model are ours (a data set their table does not use).
-    Claim(id="irie-table1-correct", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
+    Claim(id="irie-table1-correct", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
           statement="Among correctly classified test queries of a single MNIST model, each layer's attention vote "
                     "(the training class with the most attention) matches the model's output, in every layer.",
           follows=_VOTE_FOLLOWS, runs=(DUAL_FORM_MNIST,), statistic=_every_layer("single.table1.{}.correct"),
           measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
           threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/sorted_scores_single.png")),
-    Claim(id="irie-table1-misclassified", paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
+    Claim(id="irie-table1-misclassified", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.PAPER, location=_TABLE1,
           statement="Among misclassified test queries of a single MNIST model, each layer's vote matches the (wrong) "
                     "output more often than the target, in every layer.", follows=_VOTE_FOLLOWS,
           runs=(DUAL_FORM_MNIST,), statistic=_misclassified_margin("single"),
@@ -62,14 +63,15 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
                    "minus share whose vote is the target", threshold=0.0, direction=Direction.ABOVE,
           threshold_source=_RULES["table1-direction"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/query_attention_single_task0_misclassified_0.png")),
-    Claim(id="irie-table1-correct-fashion", paper=IRIE, kind=Kind.OURS, location=_ON_FASHION,
+    Claim(id="irie-table1-correct-fashion", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.OURS, location=_ON_FASHION,
           statement="The same on a single Fashion-MNIST model (the paper preset's single setting): among correctly "
                     "classified queries each layer's vote matches the output, in every layer.", follows=_VOTE_FOLLOWS,
           runs=(DUAL_FORM,), statistic=_every_layer("single.table1.{}.correct"),
           measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
           threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/sorted_scores_single.png")),
-    Claim(id="irie-table1-misclassified-fashion", paper=IRIE, kind=Kind.OURS, location=_ON_FASHION,
+    Claim(id="irie-table1-misclassified-fashion", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.OURS,
+          location=_ON_FASHION,
           statement="The same on a single Fashion-MNIST model: among misclassified queries each layer's vote matches "
                     "the (wrong) output more often than the target, in every layer.", follows=_VOTE_FOLLOWS,
           runs=(DUAL_FORM,), statistic=_misclassified_margin("single"),
@@ -77,7 +79,7 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
                    "minus share whose vote is the target", threshold=0.0, direction=Direction.ABOVE,
           threshold_source=_RULES["table1-direction"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/query_attention_single_task1_misclassified_0.png")),
-    Claim(id="irie-joint-table1-correct", paper=IRIE, kind=Kind.OURS,
+    Claim(id="irie-joint-table1-correct", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.OURS,
           location="not in the paper: ours, their Table 1's statistic on a model trained on both tasks jointly (their "
                    "table is of a single MNIST model)",
           statement="Trained on both tasks jointly, among correctly classified test queries each layer's vote matches "
@@ -86,7 +88,7 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
           measures="smallest over the three layers of: share of correctly classified queries whose vote is the output",
           threshold=0.5, direction=Direction.ABOVE, threshold_source=_RULES["table1-majority"], quick_decisive=False,
           figures=("figures/vote_accuracy.png", "figures/query_attention_joint_task1_correct_0.png")),
-    Claim(id="irie-vote-mean", paper=IRIE, kind=Kind.OURS,
+    Claim(id="irie-vote-mean", margin=SHARE_MARGIN, paper=IRIE, kind=Kind.OURS,
           location="not in the paper: ours, their Table 1's quantity for all queries, averaged over the three layers",
           statement="The attention vote agrees with the prediction far above chance (10%), averaged over layers and "
                     "over correct and misclassified queries.", runs=(DUAL_FORM,),
@@ -94,7 +96,7 @@ IRIE_CLAIMS: tuple[Claim, ...] = (
           measures="fraction of test queries whose attention vote equals the prediction, mean over the layers",
           threshold=0.5, direction=Direction.ABOVE, threshold_source="ours: a majority of test queries (chance is 10%)",
           quick_decisive=False, figures=("figures/vote_accuracy.png",)),
-    Claim(id="irie-continual-forgetting", paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
+    Claim(id="irie-continual-forgetting", margin=FORGETTING_MARGIN, paper=IRIE, kind=Kind.PAPER, location=_CONTINUAL,
           quote="avoid degradation or more generally catastrophic forgetting",
           statement="After the second task, accuracy on the first task drops (the degradation the counterfactual "
                     "below avoids).", runs=(DUAL_FORM,),

@@ -41,6 +41,10 @@ def quarter_of(tolerance: float, what: str) -> Margin:
 LOSS_MARGIN = quarter_of(0.02, "the 'matches' rule's 2% (a relative loss gap)")
 COSINE_MARGIN = quarter_of(0.01, "the alignment rule's tolerance, 1 - 0.99 (a cosine)")
 OOD_MARGIN = quarter_of(0.05, "the OOD rule's 5% (a relative loss gap)")
+# Irie et al.'s vote shares have no tolerance (a majority, a direction): two codes agree within 10 of the 500 test
+# queries of a task that both score; the forgetting rule's 5 accuracy points give its quarter.
+SHARE_MARGIN = Margin(0.02, "ours: 10 of the 500 test queries per task a vote share is measured on")
+FORGETTING_MARGIN = quarter_of(0.05, "the forgetting rule's 5 accuracy points")
 
 # ---------------------------------------------------------------------------------------------------- the tests
 TRAINED = TrainingCheck(("loss_trained",))
