@@ -32,8 +32,10 @@ TINY = {
                   "n_figure_queries=0"),
     "dual-form-lm": (*(f"{s}.data.{k}" for s in ("book", "wiki") for k in ("max_train_tokens=3000", "max_eval_tokens=2000")),
                      "book.training.steps=3", "wiki.training.steps=3", "n_queries=8", "context=20", "n_passages=1"),
-    "foreign-transformer": (*_REGRESSION, "compare.steps=2", "newton_steps=2", "n_contexts=20", "n_queries=4",
-                            "gd_steps=1,2", "tuned_steps=2", "width=8", "layers=2"),
+    # its config has two `steps` keys (training's, the comparison's): each named in full
+    "foreign-transformer": ("training.steps=12", *(o for o in _REGRESSION if not o.startswith("steps=")),
+                            "compare.steps=2", "newton_steps=2", "n_contexts=20", "n_queries=4", "gd_steps=1,2",
+                            "tuned_steps=2", "width=8", "layers=2"),
     "spotlights": ("train_examples=200", "hidden=8", "epochs=1", "n_queries=4", "subsets=4", "retrain_seeds=1",
                    "loo_queries=1", "loo_k=40", "methods="),
 }
