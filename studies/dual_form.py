@@ -101,9 +101,9 @@ def vote_table(analyses: Mapping[str, Sequence[Analysis]]) -> list[dict]:
     rows = []
     for setting_name, runs in analyses.items():
         for i, name in enumerate(LAYERS):
+            split = [split_votes(a, i) for a in runs]
             row = {"setting": setting_name, "layer": name,
                    **{key: stats.mean([a.metrics[f"{name}.{key}"] for a in runs]) for key in VOTE_COLUMNS}}
-            split = [split_votes(a, i) for a in runs]
             for key in SPLIT_VOTE_COLUMNS:
                 values = [s[key] for s in split if math.isfinite(s[key])]
                 spread = stats.spread(values) if values else None
@@ -177,8 +177,8 @@ def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
             run.add_rows("table1", table1_rows(name, result.analysis.metrics), seed=seed)
             analyses[name].append(result.analysis)
         run.record(seed, headline(run.per_seed[seed], config.settings))
-    run.add_rows("vote_accuracy", vote_table(analyses))
     run.add_rows("verification", verification_table(analyses))
+    run.add_rows("vote_accuracy", vote_table(analyses))
     if ctx.figures:
         summary_figures(ctx.out, run.tables["vote_accuracy"], run.tables["verification"], ctx.label)
     write_json(ctx.out / "summary.json", {"dataset": tasks[0].data.name, "second_task": tasks[1].data.name,

@@ -191,15 +191,15 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
     accuracies: dict[str, float] = {}
     n_epochs, phase_starts = 0, []
     for phase, phase_tasks in enumerate(phases(setting, tasks, single_task)):
+        data = training_set(phase_tasks, device)
         phase_starts.append(recorder.step)
-        n_epochs += train_phase(run, training_set(phase_tasks, device), config, setting, generator,
-                                first_epoch=n_epochs, on_step=on_step, on_epoch=on_epoch,
-                                label=f"{setting}/seed {seed}")
+        n_epochs += train_phase(run, data, config, setting, generator, first_epoch=n_epochs, on_step=on_step,
+                                on_epoch=on_epoch, label=f"{setting}/seed {seed}")
         if setting == "continual" and phase == 0:
             accuracies["task0_accuracy_after_task0"] = accuracy(model, tasks[0])
-    recorder.close()
     for t in used:
         accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
     accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
+    recorder.close()
     return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), recorder.step, store, accuracies,
                           curves)
