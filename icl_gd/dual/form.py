@@ -9,8 +9,8 @@ answers every question the analyses ask of it:
 - ``verify(name, queries)``: the rebuilt weights and the dual outputs against the primal layer, in float64;
 - ``scan(name, queries, readouts, scorers)`` / ``score(...)``: every unit against the queries in one blocked pass
   that any number of scorers ride on (``icl_gd.dual.scan``);
-- ``removed({name: selection})`` / ``restricted(names, stop)`` / ``without_rows(name, rows)``: the model with a set of
-  units subtracted from its layers, restored on exit (``icl_gd.dual.removal``).
+- ``removed({name: selection})`` / ``restricted(names, stop)`` / ``without_rows(name, rows)`` / ``subtracted``: the
+  model with a set of units subtracted from its layers, restored on exit (``icl_gd.dual.removal``).
 
 An analysis (images, language models, attribution, the recorder's identity checks) opens one ``DualForm`` and asks;
 it never reopens the store or rebuilds a layer itself::
@@ -192,9 +192,14 @@ class DualForm:
         return self.removed({name: UnitSelection(steps=(stop, max(stop, steps[name]))) for name in names})
 
     @contextmanager
-    def without_rows(self, name: str, rows: np.ndarray) -> Iterator[nn.Module]:
-        """Within the block layer ``name`` lacks the units at ``rows (n,)`` of its rows table."""
-        key, value, bias = self.layer(name).gather(np.asarray(rows))
-        with keys_removed([(self.modules[name], value.T @ key, None if bias is None else bias.sum(0))]):
+    def subtracted(self, name: str, delta_w: np.ndarray, delta_b: np.ndarray | None = None) -> Iterator[nn.Module]:
+        """Within the block layer ``name``'s weights lack ``delta_w (out, in)`` (and its bias ``delta_b (out,)``):
+        what some of its units added (restored exactly on exit)."""
+        with keys_removed([(self.modules[name], delta_w, delta_b)]):
             yield self.model
+
+    def without_rows(self, name: str, rows: np.ndarray):
+        """``subtracted`` of the units at ``rows (n,)`` of layer ``name``'s rows table: Σ v kᵀ and Σ v^b."""
+        key, value, bias = self.layer(name).gather(np.asarray(rows))
+        return self.subtracted(name, value.T @ key, None if bias is None else bias.sum(0))
 

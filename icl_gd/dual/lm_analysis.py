@@ -2,9 +2,9 @@
 
 A query is a position in the test text: the model reads the ``context`` words up to it from a zero state and
 predicts the next word. Each recorded layer's query is its input at that last step (the output layer: h_t; gate
-layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, by ``scan.scan_units`` as for images, through ``form.DualForm``):
-attention a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's logit, where
-r = ∂ logit / ∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial
+layer l: [x_t; h_{t-1}]), scored against every stored key (blocked, by ``scan.scan_units`` as for images, through
+``form.DualForm``): attention a_u = |k_u·q + 1| and contribution c_u = (r·v_u)(k_u·q + 1) to the predicted word's
+logit, where r = ∂ logit / ∂ (layer output at the last step): one-hot for the output layer, where Σ_u c_u plus the initial
 weights' part is the logit exactly; for gate layers it is the first-order effect through the last step's gates.
 
 Per layer: verification against the trained weights, top keys (with their training passages), how often the top
@@ -160,9 +160,15 @@ def score_lm(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray, k: int
 def removal_drops(form: DualForm, name: str, queries: LMQueries, selected: np.ndarray) -> np.ndarray:
     """``(nq,)`` drop of each query's predicted-word probability when the units ``selected[j] (k,)`` are removed
     from layer ``name`` (W - Σ v kᵀ, b - Σ v^b), the query's words read again from a zero state."""
+    # Every selected unit read once (a query's k rows are few, the chunks they lie in many).
+    unique, inverse = np.unique(selected, return_inverse=True)
+    key, value, bias = form.layer(name).gather(unique)
+    inverse = inverse.reshape(selected.shape)
     drops = np.zeros(len(selected))
     for j in range(len(selected)):
-        with form.without_rows(name, selected[j]) as model, torch.no_grad():
+        units = inverse[j]
+        delta_b = None if bias is None else bias[units].sum(0)
+        with form.subtracted(name, value[units].T @ key[units], delta_b) as model, torch.no_grad():
             logits, _, _ = last_step(model, queries.tokens[:, j:j + 1])
             prob = torch.softmax(logits.double(), 1)[0, int(queries.pred[j])]
         drops[j] = queries.prob[j] - float(prob)
