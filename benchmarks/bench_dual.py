@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icl_gd.dual.scan import score_queries  # noqa: E402
 from icl_gd.dual.recorder import PARAMS, STEP_FIELDS, DualRecorder, Provenance  # noqa: E402
-from icl_gd.dual.storage import Column, StoreWriter, open_store  # noqa: E402
-from icl_gd.dual.training import mlp_layers  # noqa: E402
+from icl_gd.dual.settings import mlp_layers  # noqa: E402
+from icl_gd.dual.storage import Column, StoreWriter  # noqa: E402
+from icl_gd.dual.store_reader import open_store  # noqa: E402
 from icl_gd.dual.layer import dual_layer  # noqa: E402
 
 

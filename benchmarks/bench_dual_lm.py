@@ -39,7 +39,7 @@ from icl_gd.dual.lm_analysis import score_lm  # noqa: E402
 from icl_gd.core.optim import clip_gradients, make_optimizer  # noqa: E402
 from icl_gd.dual.lm_training import LMTrainingConfig, batchify, build_model, train_lm  # noqa: E402
 from icl_gd.dual.lstm import detach  # noqa: E402
-from icl_gd.dual.storage import open_store  # noqa: E402
+from icl_gd.dual.store_reader import open_store  # noqa: E402
 from icl_gd.dual.layer import dual_layer  # noqa: E402
 
 

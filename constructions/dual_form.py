@@ -23,8 +23,9 @@ from icl_gd.core.config import require_non_negative, require_positive, require_p
 from icl_gd.core.optim import make_optimizer, make_schedule
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.storage import LayerStore, open_store
-from icl_gd.dual.training import LAYERS, EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.settings import LAYERS, mlp_layers
+from icl_gd.dual.store_reader import LayerStore, open_store
+from icl_gd.dual.training import EpochLoop, SGDRun, TrainingSet, train_epochs
 from icl_gd.dual.verification import DualVerification
 
 from icl_gd.constructions.verify import CheckResult, IdentityCheck, merge

@@ -36,6 +36,8 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -44,10 +46,9 @@ from icl_gd.core.config import setting
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study
 from icl_gd.dual.analysis import TABLE1_SPLITS, Analysis, AnalysisConfig, analyse, table1_split
-from icl_gd.dual.classifier import TaskPair, TaskPairConfig
-from icl_gd.dual.settings import SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
+from icl_gd.dual.classifier import TaskPairConfig
+from icl_gd.dual.settings import LAYERS, SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
 from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
-from icl_gd.dual.training import LAYERS
 
 from icl_gd.studies.dual_form_figures import setting_figures, summary_figures
 
@@ -146,32 +147,29 @@ class SettingResult:
     wall_seconds: float
 
 
-def run_setting(config: DualFormConfig, setting_name: str, tasks: TaskPair, seed: int, run: DualRun) -> SettingResult:
-    """Train ``setting_name`` from ``seed`` while recording it into its key store, then analyse the store."""
-
-    def compute(store) -> SettingResult:
-        started = time.perf_counter()
-        trained = train_setting(config.training, setting_name, tasks, seed, store, run.device,
-                                single_task=config.data.single_task)
-        result = analyse(config.analysis, trained, tasks)
-        return SettingResult(trained.accuracies, trained.curves, result, time.perf_counter() - started)
-
-    return run.part(setting_name, seed, compute, config.data, config.training, config.analysis)
-
-
 def run(config: DualFormConfig, ctx: RunContext) -> dict[str, float]:
     tasks = config.data.build()
     run = DualRun(ctx, config)
     analyses: dict[str, list[Analysis]] = {s: [] for s in config.settings}
     seconds = dict.fromkeys(config.settings, 0.0)
+
+    def train_and_analyse(setting: str, seed: int, store: Path) -> SettingResult:
+        """Train ``setting`` from ``seed`` while recording it into its key store, then analyse the store."""
+        started = time.perf_counter()
+        trained = train_setting(config.training, setting, tasks, seed, store, run.device,
+                                single_task=config.data.single_task)
+        result = analyse(config.analysis, trained, tasks)
+        return SettingResult(trained.accuracies, trained.curves, result, time.perf_counter() - started)
+
     for seed in run.seeds:
         for name in config.settings:
-            result = run_setting(config, name, tasks, seed, run)
+            result = run.part(name, seed, partial(train_and_analyse, name, seed), config.data, config.training,
+                              config.analysis)
             if seed == config.seed and ctx.figures:
                 setting_figures(ctx.out, name, result.analysis, tasks, ctx.label)
             seconds[name] += result.wall_seconds
-            run.record_part(name, seed, {**result.accuracies, **result.analysis.metrics,
-                                         "wall_seconds": result.wall_seconds})
+            run.record(seed, {**result.accuracies, **result.analysis.metrics, "wall_seconds": result.wall_seconds},
+                       part=name)
             run.add_rows("curves", result.curves)
             run.add_rows("removal", result.analysis.removal_rows, seed=seed)
             run.add_rows("table1", table1_rows(name, result.analysis.metrics), seed=seed)

@@ -15,7 +15,7 @@ import numpy as np
 from icl_gd.core.plotting import plt, save_figure
 from icl_gd.dual.analysis import Analysis, FigureQuery, Spotlight
 from icl_gd.dual.classifier import ClassificationTask
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.settings import LAYERS
 
 
 def setting_figures(out: Path, setting: str, analysis: Analysis, tasks: Sequence[ClassificationTask], label: str = "") -> None:

@@ -180,7 +180,7 @@ def run_setup(name: str, setup: LMSetup, config: DualFormLMConfig, ctx: RunConte
     for seed in run.seeds:
         result = run_setup_seed(name, setup, corpus, config, seed, run)
         run.add_rows("layers", result.layer_rows, seed=seed)
-        run.record_part(name, seed, result.metrics)
+        run.record(seed, result.metrics, part=name)
         if result.passages is not None:
             passages = result.passages
             if ctx.figures:

@@ -21,7 +21,7 @@ from icl_gd.dual.lm_analysis import (
 from icl_gd.dual.lm_training import batchify, train_lm
 from icl_gd.dual import text_sources as sources
 from icl_gd.dual.lstm import layer_modules
-from icl_gd.dual.storage import open_store
+from icl_gd.dual.store_reader import open_store
 from icl_gd.dual.layer import dual_layer
 from oracles import dense_scores, rebuild_weights
 

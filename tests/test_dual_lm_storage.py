@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from icl_gd.dual import storage
-from icl_gd.dual.storage import Column, StoreWriter, open_store
+from icl_gd.dual.storage import Column, StoreWriter
+from icl_gd.dual.store_reader import open_store
 from icl_gd.core.errors import ConfigError
 
 COLUMNS = [Column("key", "float32", 3), Column("step", "int64")]

@@ -21,7 +21,7 @@ from icl_gd.core.errors import ICLGDNotice
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.scan import ScoreFunction, score_queries
 from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
-from icl_gd.dual.storage import open_store
+from icl_gd.dual.store_reader import open_store
 from icl_gd.dual.layer import dual_layer
 from icl_gd.core.study import RunContext, resolve_study_config
 from icl_gd.studies import dual_form, get_study

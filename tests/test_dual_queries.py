@@ -15,7 +15,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
 from icl_gd.dual.analysis import vote, vote_agreement
 from icl_gd.dual.form import DualForm
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.settings import LAYERS
 from oracles import dense_scores
 
 

@@ -12,7 +12,7 @@ from icl_gd.dual.analysis import Analysis, AnalysisConfig, Queries, analyse
 from icl_gd.studies.dual_form import headline, verification_table, vote_table
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.settings import ClassifierTrainingConfig, phases, tasks_in, train_setting, training_set
-from icl_gd.dual.storage import open_store
+from icl_gd.dual.store_reader import open_store
 from icl_gd.dual.verification import DualVerification
 from icl_gd.core.errors import ConfigError
 

@@ -18,7 +18,7 @@ from icl_gd.core.config import apply_overrides
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import RunContext
 from icl_gd.dual.removal import UnitSelection, removal_delta
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.settings import LAYERS
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "adding-a-study.md"
 TINY = ["train_examples=120", "hidden=8", "epochs=2", "batch_size=40", "n_queries=15", "seeds=2"]

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from icl_gd.core import results
-from icl_gd.dual.storage import Column, StoreWriter, open_store
+from icl_gd.dual.storage import Column, StoreWriter
+from icl_gd.dual.store_reader import open_store
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 
 COLUMNS = [Column("key", "float16", 5), Column("error", "float32", 3), Column("example", "int64")]
@@ -116,3 +117,29 @@ def test_schema_errors(tmp_path):
         open_store(tmp_path / "absent")
     with pytest.raises(ConfigError, match="no table"):
         open_store(tmp_path / "mem")["fc1"].table("steps")
+
+
+def test_a_layer_declared_at_once_is_listed_only_with_all_its_arrays(tmp_path, monkeypatch):
+    """add_layer with tables and arrays writes the arrays before the manifest lists the layer: a crash while
+    writing its second array leaves a store without the layer, never one listing it with the array missing."""
+    from icl_gd.dual import storage
+
+    w = StoreWriter(tmp_path / "mem")
+    w.add_layer("fc0", {"in_features": 5}, {"rows": COLUMNS}, {"initial_weight": np.eye(3, 5)})
+    real, calls = storage._save_npy_atomic, []
+
+    def failing(path, array):
+        calls.append(path.name)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(path, array)
+
+    monkeypatch.setattr(storage, "_save_npy_atomic", failing)
+    with pytest.raises(OSError, match="disk full"):
+        w.add_layer("fc1", {"in_features": 5}, {"rows": COLUMNS},
+                    {"initial_weight": np.eye(3, 5), "initial_bias": np.zeros(3)})
+    w.close()  # a later manifest write must not list the half-declared layer either
+    store = open_store(tmp_path / "mem")
+    assert list(store) == ["fc0"]
+    assert [c.name for c in store["fc0"].table("rows").columns] == [c.name for c in COLUMNS]
+    np.testing.assert_array_equal(store["fc0"].array("initial_weight"), np.eye(3, 5))

@@ -11,11 +11,9 @@ from icl_gd.dual.analysis import (TABLE1_SPLITS, AnalysisConfig, TheirScoreTotal
                                   restricted_accuracies, table1_metrics, table1_split)
 from icl_gd.studies.dual_form import table1_rows
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.settings import accuracy
+from icl_gd.dual.settings import LAYERS, accuracy, ClassifierTrainingConfig, train_setting
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta, restriction_delta
-from icl_gd.dual.settings import ClassifierTrainingConfig, train_setting
-from icl_gd.dual.storage import open_store
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.store_reader import open_store
 from icl_gd.dual.layer import dual_layer
 
 TASKS = TaskPairConfig(dataset="digits", train_examples=50).build()

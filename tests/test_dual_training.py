@@ -8,8 +8,9 @@ import torch
 from torch import nn
 
 from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.storage import open_store
-from icl_gd.dual.training import EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.settings import mlp_layers
+from icl_gd.dual.store_reader import open_store
+from icl_gd.dual.training import EpochLoop, SGDRun, TrainingSet, train_epochs
 from icl_gd.core.errors import DivergenceError
 
 N, D, C = 20, 4, 3

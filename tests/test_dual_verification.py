@@ -13,7 +13,7 @@ from torch import nn
 
 from icl_gd.constructions.dual_form import DualCase, train_recorded, verify_run
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
-from icl_gd.dual.storage import open_store
+from icl_gd.dual.store_reader import open_store
 from icl_gd.dual.layer import dual_layer, step_coefficients
 from icl_gd.dual.verification import rebuild_and_outputs, verify_layer
 from icl_gd.core.errors import ConfigError, VerificationError

@@ -246,9 +246,11 @@ class StudyRun:
         self.tables: dict[str, list[dict[str, Any]]] = {"curves": []}
         self.per_seed: dict[int, dict[str, Any]] = {}
 
-    def record(self, seed: int, metrics: Mapping[str, Any]) -> None:
-        """Add per-seed metrics (``metrics.json`` ``seeds``; mean and std over seeds)."""
-        self.per_seed.setdefault(seed, {}).update(metrics)
+    def record(self, seed: int, metrics: Mapping[str, Any], part: str | None = None) -> None:
+        """Add per-seed metrics (``metrics.json`` ``seeds``; mean and std over seeds); those of one ``part`` of a
+        run (a setting, a set-up) as ``<part>.<metric>``."""
+        prefix = "" if part is None else f"{part}."
+        self.per_seed.setdefault(seed, {}).update({f"{prefix}{key}": value for key, value in metrics.items()})
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]], **fixed: Any) -> None:
         """Append tidy rows to ``{table}.csv``, each prefixed with the ``fixed`` columns (e.g. ``seed=0``)."""

@@ -30,8 +30,7 @@ from icl_gd.dual.form import DualForm
 from icl_gd.dual.layer import DualLayer, UnitBlock
 from icl_gd.dual.removal import UnitSelection
 from icl_gd.dual.scan import one_hot, readonly_tensor
-from icl_gd.dual.settings import TrainedSetting, accuracy
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.settings import LAYERS, accuracy, TrainedSetting
 from icl_gd.dual.verification import DualVerification
 
 VERIFY_QUERIES = 64  # queries on which each layer's dual outputs are compared with its primal outputs

@@ -32,8 +32,7 @@ from torch import nn
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.classifier import MLP
-from icl_gd.dual.settings import TrainedSetting
-from icl_gd.dual.training import LAYERS
+from icl_gd.dual.settings import LAYERS, TrainedSetting
 
 EXTRA = "attribution"  # pyproject's optional extra that installs dattri
 DATTRI_METHODS = ("tracin", "trak", "influence")

@@ -37,7 +37,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.dual.layer import DualLayer, dual_layer
 from icl_gd.dual.removal import UnitSelection, keys_removed, removal_delta
 from icl_gd.dual.scan import QueryScores, Scorer, UnitScan, scan_units, score_queries
-from icl_gd.dual.storage import LayerStore, open_store
+from icl_gd.dual.store_reader import LayerStore, open_store
 from icl_gd.dual.verification import DualVerification, verify_layer
 
 Delta = tuple[np.ndarray, "np.ndarray | None"]

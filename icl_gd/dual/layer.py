@@ -16,7 +16,7 @@ import torch
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.dual.recorder import KIND_PROJECTED, KIND_SGD, KIND_SKIPPED
-from icl_gd.dual.storage import LayerStore, Table
+from icl_gd.dual.store_reader import LayerStore, Table
 
 
 def step_coefficients(steps: Table, param: str, upto: int | None = None) -> tuple[float, np.ndarray]:

@@ -160,33 +160,30 @@ class DualRecorder:
     # -- declaration -----------------------------------------------------------------------------------------
     def _declare(self, spec: RecordedLayer) -> None:
         m = spec.module
-        self.writer.add_layer(
-            spec.name,
-            {
-                "in_features": m.in_features,
-                "out_features": m.out_features,
-                "has_bias": m.bias is not None,
-                "compressed": spec.compress_by_example,
-                "key_dtype": self.key_dtype,
-                "value_dtype": self.value_dtype,
-                "optimizer": type(self.optimizer).__name__,
-                "exact": self.exact,
-            },
-        )
         provenance = [Column("example", "int64"), Column("label", "int64"), Column("task", "int64")]
         row_columns = [Column("error", self.value_dtype, m.out_features), *provenance,
                        Column("step", "int64"), Column("epoch", "int64")]
+        tables = {}
         if spec.compress_by_example:
-            self.writer.add_table(spec.name, "keys", [Column("key", self.key_dtype, m.in_features), *provenance])
+            tables["keys"] = [Column("key", self.key_dtype, m.in_features), *provenance]
         else:
             row_columns.insert(0, Column("key", self.key_dtype, m.in_features))
-        self.writer.add_table(spec.name, "rows", row_columns)
-        self.writer.add_table(
-            spec.name, "steps", [Column(f"{p}_{f}", "float64") for p in PARAMS for f in STEP_FIELDS]
-        )
-        self.writer.save_array(spec.name, "initial_weight", _to_numpy(m.weight, "float64"))
+        tables["rows"] = row_columns
+        tables["steps"] = [Column(f"{p}_{f}", "float64") for p in PARAMS for f in STEP_FIELDS]
+        arrays = {"initial_weight": _to_numpy(m.weight, "float64")}
         if m.bias is not None:
-            self.writer.save_array(spec.name, "initial_bias", _to_numpy(m.bias, "float64"))
+            arrays["initial_bias"] = _to_numpy(m.bias, "float64")
+        info = {
+            "in_features": m.in_features,
+            "out_features": m.out_features,
+            "has_bias": m.bias is not None,
+            "compressed": spec.compress_by_example,
+            "key_dtype": self.key_dtype,
+            "value_dtype": self.value_dtype,
+            "optimizer": type(self.optimizer).__name__,
+            "exact": self.exact,
+        }
+        self.writer.add_layer(spec.name, info, tables, arrays)
 
     # -- recording -------------------------------------------------------------------------------------------
     @contextmanager

@@ -27,11 +27,22 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, head_size
 from icl_gd.dual.form import DualForm
-from icl_gd.dual.recorder import DualRecorder
-from icl_gd.dual.training import LAYERS, EpochLoop, SGDRun, TrainingSet, mlp_layers, train_epochs
+from icl_gd.dual.recorder import DualRecorder, RecordedLayer
+from icl_gd.dual.training import EpochLoop, SGDRun, TrainingSet, train_epochs
 
 SETTINGS = ("single", "joint", "continual")
 CURVE_EVERY = 20  # optimizer steps between train_loss rows of the curves
+
+
+LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
+
+
+def mlp_layers(modules: Sequence[nn.Linear]) -> list[RecordedLayer]:
+    """The three linear layers of an MLP, named ``LAYERS``. The input layer's keys are the training inputs
+    themselves, which never change, so that layer stores one key per example."""
+    first, *rest = modules
+    return [RecordedLayer(LAYERS[0], first, compress_by_example=True),
+            *(RecordedLayer(name, m) for name, m in zip(LAYERS[1:], rest, strict=True))]
 
 
 def require_settings(settings: Sequence[str]) -> None:

@@ -9,7 +9,7 @@ Each layer holds named tables (``rows``: one row per training example per step; 
 for a compressed layer; ``steps``: one row per optimizer step). A table grows by whole chunks: the chunk's column
 files are written to temporary names, renamed into place, and only then is the chunk added to the manifest (itself
 written atomically). A crash therefore loses at most the chunk being written, and a partially written file is
-never listed. Chunks are read back with ``np.load(mmap_mode="r")``, so reading never loads a table into RAM.
+never listed. Reading a store back is ``store_reader``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 from numpy.lib import format as npy_format
 
-from icl_gd.core.errors import ConfigError, DatasetNotFoundError
-from icl_gd.core.results import atomic_open, atomic_write_text, read_json, to_jsonable
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.results import atomic_open, atomic_write_text, to_jsonable
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -124,17 +124,28 @@ class StoreWriter:
             return json.loads(json.dumps(self._manifest))
 
     # -- declaration -----------------------------------------------------------------------------------------
-    def add_layer(self, layer: str, info: Mapping[str, Any]) -> None:
+    def add_layer(self, layer: str, info: Mapping[str, Any], tables: Mapping[str, Sequence[Column]] | None = None,
+                  arrays: Mapping[str, np.ndarray] | None = None) -> None:
+        """Declare ``layer`` with its ``tables`` and whole ``arrays`` (initial weights) at once: the arrays are
+        written first, then the manifest once, so a crash in between leaves the layer unlisted."""
         if not layer or "/" in layer or layer.startswith("."):
             raise ConfigError(f"layer name {layer!r} cannot be a directory name")
         if layer in self._manifest["layers"]:
             raise ConfigError(f"layer {layer!r} declared twice")
         (self.root / layer).mkdir(parents=True, exist_ok=True)
-        self._manifest["layers"][layer] = {"info": dict(info), "tables": {}, "arrays": {}}
+        entry: dict[str, Any] = {"info": dict(info), "tables": {}, "arrays": {}}
+        for table, columns in (tables or {}).items():
+            self._declare_table(entry, layer, table, columns)
+        entry["arrays"] = {name: self._write_array(layer, name, array) for name, array in (arrays or {}).items()}
+        with self._lock:
+            self._manifest["layers"][layer] = entry
         self._write_manifest()
 
     def add_table(self, layer: str, table: str, columns: Sequence[Column]) -> None:
-        entry = self._layer(layer)
+        self._declare_table(self._layer(layer), layer, table, columns)
+        self._write_manifest()
+
+    def _declare_table(self, entry: dict[str, Any], layer: str, table: str, columns: Sequence[Column]) -> None:
         if table in entry["tables"]:
             raise ConfigError(f"table {layer}/{table} declared twice")
         entry["tables"][table] = {
@@ -143,7 +154,6 @@ class StoreWriter:
         }
         self._pending[(layer, table)] = _PendingTable(tuple(columns), {c.name: [] for c in columns})
         self._next_chunk[(layer, table)] = 0
-        self._write_manifest()
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, layer: str, table: str, values: Mapping[str, np.ndarray]) -> None:
@@ -176,11 +186,16 @@ class StoreWriter:
     def save_array(self, layer: str, name: str, array: np.ndarray) -> None:
         """A whole array (initial weights, coefficients), written atomically and listed in the manifest."""
         entry = self._layer(layer)
+        file = self._write_array(layer, name, array)
+        with self._lock:
+            entry["arrays"][name] = file
+        self._write_manifest()
+
+    def _write_array(self, layer: str, name: str, array: np.ndarray) -> str:
+        """``array`` written atomically as ``<layer>/<name>.npy`` (not yet listed); its file name."""
         path = self.root / layer / f"{name}.npy"
         _save_npy_atomic(path, array)
-        with self._lock:
-            entry["arrays"][name] = path.name
-        self._write_manifest()
+        return path.name
 
     def set_info(self, layer: str, **info: Any) -> None:
         with self._lock:
@@ -243,82 +258,3 @@ class StoreWriter:
     def _write_manifest(self) -> None:
         with self._lock:  # serialise and replace under the lock: an older manifest never overwrites a newer one
             atomic_write_text(self.root / MANIFEST, json.dumps(to_jsonable(self._manifest), indent=2) + "\n")
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table read back. Chunks are opened as read-only memory maps only while they are read and closed
-    afterwards, so scanning a table larger than RAM keeps at most one chunk's touched pages resident."""
-
-    columns: tuple[Column, ...]
-    chunks: tuple[Mapping[str, Path], ...]
-    chunk_rows: tuple[int, ...]
-
-    @property
-    def rows(self) -> int:
-        return sum(self.chunk_rows)
-
-    def open_chunk(self, index: int, names: Sequence[str]) -> dict[str, np.ndarray]:
-        return {name: np.load(self.chunks[index][name], mmap_mode="r") for name in names}
-
-    def blocks(self, names: Sequence[str], block_rows: int = 32768) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-        """Yield ``(first_row, {name: array})`` blocks of at most ``block_rows`` rows, chunk by chunk.
-
-        The arrays are views of memory maps: use them before asking for the next block.
-        """
-        start = 0
-        for index, n in enumerate(self.chunk_rows):
-            arrays = self.open_chunk(index, names)
-            for lo in range(0, n, block_rows):
-                hi = min(n, lo + block_rows)
-                yield start + lo, {name: arrays[name][lo:hi] for name in names}
-            del arrays  # unmap this chunk once its views are gone
-            start += n
-
-    def column(self, name: str) -> np.ndarray:
-        """A whole column copied into RAM (use for small per-row columns: ids, steps, labels)."""
-        column = next((c for c in self.columns if c.name == name), None)
-        if column is None:
-            raise ConfigError(f"table has no column {name!r}; columns: {[c.name for c in self.columns]}")
-        if not self.chunks:
-            return np.zeros(column.shape(0), dtype=column.dtype)
-        return np.concatenate([np.array(self.open_chunk(i, [name])[name]) for i in range(len(self.chunks))], axis=0)
-
-
-@dataclass(frozen=True)
-class LayerStore:
-    name: str
-    info: Mapping[str, Any]
-    tables: Mapping[str, Table]
-    arrays: Mapping[str, np.ndarray]
-
-    def table(self, name: str) -> Table:
-        if name not in self.tables:
-            raise ConfigError(f"layer {self.name!r} has no table {name!r}")
-        return self.tables[name]
-
-    def array(self, name: str) -> np.ndarray:
-        if name not in self.arrays:
-            raise ConfigError(f"layer {self.name!r} has no array {name!r}")
-        return self.arrays[name]
-
-
-def open_store(root: Path | str) -> dict[str, LayerStore]:
-    """Open a store directory read-only: ``{layer: LayerStore}``; only chunks listed in the manifest."""
-    root = Path(root)
-    if not (root / MANIFEST).is_file():
-        raise DatasetNotFoundError(f"no key store at {root} (missing {MANIFEST})")
-    manifest = read_json(root / MANIFEST)
-    if manifest.get("format") != FORMAT_VERSION:
-        raise ConfigError(f"{root}: unsupported key-store format {manifest.get('format')!r}")
-    layers = {}
-    for layer, entry in manifest["layers"].items():
-        tables = {}
-        for table, spec in entry["tables"].items():
-            columns = tuple(Column(c["name"], c["dtype"], c["width"]) for c in spec["columns"])
-            chunks = tuple({name: root / layer / file for name, file in chunk["files"].items()}
-                           for chunk in spec["chunks"])
-            tables[table] = Table(columns, chunks, tuple(int(chunk["rows"]) for chunk in spec["chunks"]))
-        arrays = {name: np.load(root / layer / file) for name, file in entry["arrays"].items()}
-        layers[layer] = LayerStore(layer, entry["info"], tables, arrays)
-    return layers

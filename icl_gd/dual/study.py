@@ -79,10 +79,6 @@ class DualRun(StudyRun):
         fingerprint = config_fingerprint(*made_of, part, seed, str(self.device))
         return self.resumable(f"{part}/seed-{seed}", fingerprint, computed)
 
-    def record_part(self, part: str, seed: int, metrics: Mapping[str, Any]) -> None:
-        """Per-seed metrics of one part, as ``<part>.<metric>``."""
-        self.record(seed, {f"{part}.{key}": value for key, value in metrics.items()})
-
     def worst(self, seed: int, metric: str, parts: Any) -> float:
         """The largest ``<part>.<metric>`` of ``seed`` over ``parts`` (e.g. the verification error)."""
         return max(self.per_seed[seed][f"{part}.{metric}"] for part in parts)

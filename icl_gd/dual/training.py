@@ -14,7 +14,7 @@ with the same optimiser and schedule factories (``icl_gd.core.optim``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,18 +24,7 @@ from torch import nn
 from icl_gd.core.errors import DivergenceError
 from icl_gd.core.optim import clip_gradients
 from icl_gd.core.timing import timed
-from icl_gd.dual.recorder import DualRecorder, Provenance, RecordedLayer
-
-LAYERS = ("input", "hidden", "output")  # the recorded linear layers of an in → hidden → hidden → out MLP
-
-
-def mlp_layers(modules: Sequence[nn.Linear]) -> list[RecordedLayer]:
-    """The three linear layers of an MLP, named ``LAYERS``. The input layer's keys are the training inputs
-    themselves, which never change, so that layer stores one key per example."""
-    first, *rest = modules
-    return [RecordedLayer(LAYERS[0], first, compress_by_example=True),
-            *(RecordedLayer(name, m) for name, m in zip(LAYERS[1:], rest, strict=True))]
-
+from icl_gd.dual.recorder import DualRecorder, Provenance
 
 @dataclass(frozen=True)
 class TrainingSet:
