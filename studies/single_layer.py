@@ -41,6 +41,8 @@ CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these fac
 
 @dataclass(frozen=True)
 class SingleLayerConfig(RegressionConfig):
+    batched_seeds: bool = setting(False, "train all seeds as one batched model (each seed equals its lone run; "
+                                         "on a CPU no faster for one layer, see docs/performance.md)")
     n_ood: int = setting(2_000, "tasks per point of each out-of-distribution sweep (ood.csv)")
     interpolation_points: int = setting(11, "mixing weights α in [0, 1] from trained (0) to constructed (1)")
     max_applications: int = setting(50, "one distinct layer: apply the trained layer up to this many times, GD "
@@ -77,7 +79,8 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
         return run.eval_rows(step, seed, "trained", model) + run.eval_rows(step, seed, "interpolated", interpolated)
 
     untrained = {s: LSAModel(config.model.lsa_config(layout), seed=s).to(run.device) for s in run.seeds}
-    models = run.train_seeds("trained", lambda seed: copy.deepcopy(untrained[seed]), evaluate)
+    models = run.train_seeds("trained", lambda seed: copy.deepcopy(untrained[seed]), evaluate,
+                             batched=config.batched_seeds)
     common = {"loss_zero": run.score(ZeroPredictor(layout)).loss,
               "loss_least_squares": regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
                                                     run.test.targets.double())}
@@ -201,6 +204,7 @@ STUDY = Study(
     run=run,
     default_threads=1,
     presets={"paper": paper_config},
-    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads),
+    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
+                                            batched_seeds=config.batched_seeds),
     resolved_training=RegressionConfig.train_config,
 )

@@ -99,3 +99,41 @@ def test_paper_preset_differs_from_default_only_where_the_authors_did():
     resolved = paper.train_config()
     assert (resolved.steps, resolved.batch_size, resolved.lr, resolved.grad_clip) == (5000, 2048, 1e-3, 1e-3)
     assert (paper.evaluation.n_test, paper.evaluation.eval_every) == (10_000, 100)
+
+
+def _leaves(value):
+    """The numbers of a metric, a scalar or a (nested) list, as a flat list."""
+    return [x for v in value for x in _leaves(v)] if isinstance(value, list) else [value]
+
+
+def test_batched_seeds_give_each_seed_its_sequential_run(tmp_path):
+    """Three seeds trained as one batched model write, seed by seed, the metrics and curves of three lone runs, up
+    to float32 round-off (the vmapped kernels sum in another order). Fails if the seeds shared one task stream,
+    shared a gradient clip (1e-5 binds at every step here) or if a row were filed under another seed."""
+    settings = dict(steps=8, batch_size=32, eval_every=4, checkpoint_every=8, n_test=64, n_tune=128, n_ood=16,
+                    max_applications=3, dampings="1.0", interpolation_points=2, grad_clip=1e-5,
+                    seeds=3, seed=4)
+    runs = {}
+    for batched in (True, False):
+        config = apply_overrides(SingleLayerConfig(), [f"{k}={v}" for k, v in settings.items()]
+                                 + [f"batched_seeds={str(batched).lower()}"])
+        out = tmp_path / str(batched)
+        get_study("single-layer").run(config, RunContext(out=out, device=torch.device("cpu"), progress=False,
+                                                         figures=False))
+        with open(out / "curves.csv") as handle:
+            curves = {(r["step"], r["seed"], r["model"], r["metric"]): float(r["value"])
+                      for r in csv.DictReader(handle)}
+        checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+        runs[batched] = read_json(out / "metrics.json")["seeds"], curves, checkpoints
+    (batched, batched_curves, batched_files), (lone, lone_curves, lone_files) = runs[True], runs[False]
+    assert batched_files == ["trained_seeds4-6.pt"]
+    assert lone_files == ["trained_seed4.pt", "trained_seed5.pt", "trained_seed6.pt"]
+    assert sorted(batched) == sorted(lone) == ["4", "5", "6"]
+    for seed in lone:
+        assert sorted(batched[seed]) == sorted(lone[seed])
+        for key, value in lone[seed].items():
+            assert _leaves(batched[seed][key]) == pytest.approx(_leaves(value), rel=1e-4, abs=1e-7), (seed, key)
+    assert batched_curves.keys() == lone_curves.keys()
+    for key, value in lone_curves.items():
+        assert batched_curves[key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
+    assert len({lone[s]["loss_trained"] for s in lone}) == 3  # the seeds really differ

@@ -141,11 +141,14 @@ def test_batched_divergence_names_the_seed():
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-11), (torch.float32, 1e-4)])
-@pytest.mark.parametrize("config,grad_clip", [(LSAConfig(d_model=5, n_layers=2, recurrent=True), 1e-5),
+@pytest.mark.parametrize("config,grad_clip", [(LSAConfig(d_model=5), 1e-5),
+                                              (LSAConfig(d_model=5, n_layers=2, recurrent=True), 1e-5),
+                                              (LSAConfig(d_model=5, n_layers=3), 1e-5),
                                               (LSAConfig(d_model=5, n_layers=3, n_heads=2, clip_activations=10.0),
-                                               None)])
+                                               None)], ids=["single", "recurrent2", "separate3", "separate3-heads"])
 def test_each_batched_seed_equals_its_lone_run(dtype, tol, config, grad_clip):
-    """Same batches, same per-seed clipping (1e-5 clips every step here: each seed by its own norm), same AdamW."""
+    """Same batches, same per-seed clipping (1e-5 clips every step here: each seed by its own norm), same AdamW.
+    The single layer trains through its own fast path (the y slot through C) inside the vmapped ensemble."""
     train_config = authors_train_config(config.n_layers, config.recurrent, steps=12, batch_size=32, eval_every=4,
                                         grad_clip=grad_clip)
     lone = _models(config, dtype=dtype)
