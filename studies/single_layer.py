@@ -5,7 +5,9 @@ held-out tasks: losses, alignment (against GD and two controls: GD with η doubl
 the trained weights, the interpolation towards the Prop. 1 weights, and OOD sweeps. ``--set layers=K`` compares
 K layers with K GD steps (one η if recurrent, per-step η otherwise). A single (or tied) trained layer is also
 applied up to ``max_applications`` times with damping λ beside GD with step size λη run as long (``depth.csv``;
-``iterate_update=y``, the authors' default, adds only the update's y slots).
+``iterate_update=y``, the authors' default, adds only the update's y slots), on the test set and on further
+independent test draws of its size (``rollout_draws.csv``; ``rollout_tasks.csv`` names each draw's tasks beyond
+GD's stability bound).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
-                                     trained_depth_rows)
+                                     trained_depth_rows, unstable_task_rows)
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
 from icl_gd.regression.lsa import LSAModel
@@ -34,6 +36,7 @@ from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, lo
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import RegressionConfig, RegressionRun, relative_gap
+from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 
 CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these factors: what alignment must tell apart
@@ -51,9 +54,11 @@ class SingleLayerConfig(RegressionConfig):
                                                             "applications (GD's step λη); the authors show 0.75")
     iterate_update: str = setting("y", "repeated applications add y: only the update's y slots (the authors' "
                                        "y_update); all: the whole update")
+    rollout_draws: int = setting(5, "independent test draws of n_test tasks the repeated applications are scored "
+                                    "on (rollout_draws.csv): draw 0 is the test set, the others fresh draws")
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, "n_ood", "max_applications")
+        require_positive_ints(self, "n_ood", "max_applications", "rollout_draws")
         if self.interpolation_points < 2:
             raise ConfigError(f"interpolation_points must be at least 2, got {self.interpolation_points}")
         self.depth_sweep()
@@ -91,6 +96,12 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
                                     ) if iterate else []
     if iterate:  # which test tasks GD's repeated step λη cannot converge on (docs/studies/single-layer.md)
         common.update(gd_instability(run.test_batch.x_context, etas[0], config.dampings))
+        draws = rollout_draws(run, config.rollout_draws)
+        gd_draws = [gd_depth] + [reference_depth_rows(depth, layout, tokens, targets,
+                                                      {"gd": GDPPParams((etas[0],), (0.0,))})
+                                 for _, tokens, targets in draws[1:]]
+        for k, (x_context, _, _) in enumerate(draws):
+            run.add_rows("rollout_tasks", unstable_task_rows(x_context, etas[0], config.dampings), draw=k)
     for seed, model in models.items():
         interpolated = interpolate_models(model, constructed, 0.5)
         run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})
@@ -103,7 +114,22 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
             rows = trained_depth_rows(depth, model.layers[0], test.tokens, test.targets, layout.d_y) + gd_depth
             run.add_rows("depth", rows, seed=seed)
             run.record(seed, depth_metrics(rows, config.dampings))
+            for k, (_, tokens, targets) in enumerate(draws):  # draw 0's curves are depth.csv's
+                drawn = rows if k == 0 else trained_depth_rows(depth, model.layers[0], tokens, targets,
+                                                               layout.d_y) + gd_draws[k]
+                run.add_rows("rollout_draws", drawn, seed=seed, draw=k)
     return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
+
+
+def rollout_draws(run: RegressionRun, count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``count`` independent test draws of ``n_test`` tasks each, (x_context (B, N, d), tokens (B, T, D), targets
+    (B, d_y)): draw 0 is the run's test set, draw k > 0 step k of ``Stream.ROLLOUT`` (same ``test_seed``)."""
+    ev = run.config.evaluation
+    draws = [(run.test_batch.x_context, run.test.tokens, run.test.targets)]
+    for k in range(1, count):
+        batch, tokens = run.token_task.batch_tokens(ev.n_test, ev.test_seed, k, Stream.ROLLOUT, run.device)
+        draws.append((batch.x_context, tokens, batch.y_query))
+    return draws
 
 
 def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float]) -> LSAModel:

@@ -13,8 +13,8 @@ import pytest
 from icl_gd.platform.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
                                    Verdict, decide, evaluate_claim)
 from icl_gd.platform.claims.model import RunPlan
-from icl_gd.platform.claims.statistics import (Difference, Least, Metric, OodGap, Ratio, RelGap, RolloutGap,
-                                               RolloutRise, WorstDeviation, WorstIdentity)
+from icl_gd.platform.claims.statistics import (Difference, Least, Metric, OodGap, OverDraws, Ratio, RelGap,
+                                               RolloutGap, RolloutRise, WorstDeviation, WorstIdentity)
 from icl_gd.platform.claims.registry import VERIFY_STUDY
 from icl_gd.platform.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
@@ -75,6 +75,14 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
         _put(mean, stat.key, stat.expected[p] * (1 + value * (1.0 if p == 0 else 0.5)))
     elif isinstance(stat, OodGap):
         _write_csv(run_dir / "ood.csv", _ood_rows(stat.reference, value, stat.sweeps))
+    elif isinstance(stat, OverDraws):  # every draw's statistic is value but draw 1's, which is far off
+        inner = Claim(**{**{f: getattr(claim, f) for f in claim.__dataclass_fields__}, "statistic": stat.statistic})
+        rows = []
+        for draw in range(5):
+            _write_run(run_dir / f"draw{draw}", inner, value if draw != 1 else value + 100.0)
+            with (run_dir / f"draw{draw}" / "depth.csv").open() as handle:
+                rows += [{"draw": draw, **row} for row in csv.DictReader(handle)]
+        _write_csv(run_dir / "rollout_draws.csv", rows)
     elif isinstance(stat, RolloutGap):
         rows = [{"damping": g, "applications": n, "model": m, "loss": loss}
                 for g in (1.0, stat.damping) for n in (1, 2, 3)

@@ -65,23 +65,25 @@ def test_second_call_reuses_the_finished_verify_run(fast_report):
 def test_plan_shares_runs_between_claims_and_prints_an_estimate(tmp_path):
     claims = select_claims(["vo-single-loss", "vo-single-sensitivity", "vo-interpolation"])
     planned = plan_runs(claims, quick=False)
-    assert len(planned) == 3  # three seeds of one single-layer plan, shared by the three claims
-    assert {p.spec.overrides[-2:] for p in planned} == {(f"seed={s}", "seeds=1") for s in range(3)}
+    seeds = claims[0].runs[0].seeds
+    assert len(planned) == seeds  # the seeds of one single-layer plan, shared by the three claims
+    assert {p.spec.overrides[-2:] for p in planned} == {(f"seed={s}", "seeds=1") for s in range(seeds)}
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan",
                                       "--only", "vo-single-loss,vo-single-sensitivity"])
-    assert result.exit_code == 0 and "3 study runs (0 already finished)" in result.output
+    assert result.exit_code == 0 and f"{seeds} study runs (0 already finished)" in result.output
     assert not (tmp_path / "r").exists()  # --plan runs nothing
 
 
 def test_judge_reads_each_seed_run_under_its_sweep_directory(tmp_path):
     claims = select_claims(["vo-single-loss"])
-    gaps = [0.004, -0.006, 0.005]
-    for spec, gap in zip(seed_specs(claims[0].runs[0], quick=False), gaps):
+    specs = seed_specs(claims[0].runs[0], quick=False)
+    gaps = [0.004, -0.006, 0.005] + [0.003] * (len(specs) - 3)
+    for spec, gap in zip(specs, gaps, strict=True):
         run = tmp_path / "runs" / spec.run_id()
         run.mkdir(parents=True)
         (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": gap}}))
     (result,) = judge(claims, tmp_path, quick=False)
-    assert result.spread.values == (0.004, 0.006, 0.005) and result.verdict is Verdict.HOLDS
+    assert result.spread.values == tuple(abs(g) for g in gaps) and result.verdict is Verdict.HOLDS
     # under --quick the plan is one seed of other overrides, whose run is missing: inconclusive, naming it
     (quick,) = judge(claims, tmp_path, quick=True)
     assert quick.verdict is Verdict.INCONCLUSIVE and "has no metrics.json" in quick.note
@@ -279,14 +281,15 @@ def test_plan_sets_finished_runs_measured_time_beside_the_estimate(tmp_path):
         if seconds is not None:  # an interrupted attempt, then the one that finished: both count
             append_attempt(run, {"wall_s": 30.0, "cpu_s": 29.0, "outcome": "interrupted"})
             append_attempt(run, {"wall_s": seconds, "cpu_s": 91.0, "outcome": "finished"})
-    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss",
+                                      "--workers", "1"])
     assert result.exit_code == 0, result.output
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
     estimate = claims[0].runs[0].estimate_s / 60
     assert lines[0].endswith("(done)") and lines[1].endswith(f"(done in 2.0 min, estimated {estimate:.1f})")
-    # the seed still to do is estimated at its finished sibling's CPU time (29 + 91 s), not the plan's guess
-    assert lines[2].endswith("(~2.0 min, as seed 1 measured)")
-    assert "estimated time: about 2 min" in result.output
+    # the seeds still to do are estimated at their finished sibling's CPU time (29 + 91 s), not the plan's guess
+    assert len(lines) == len(specs) and all(l.endswith("(~2.0 min, as seed 1 measured)") for l in lines[2:])
+    assert f"estimated time: about {2 * (len(specs) - 2)} min" in result.output
     assert f"finished runs with timings (1): measured 2.0 min of wall time against {estimate:.1f} min" in result.output
 
 
@@ -303,7 +306,8 @@ def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
     estimate = single.runs[0].estimate_s / 60
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
-    assert len(lines) == 3 and all(l.endswith(f"(~{estimate:.1f} min)") for l in lines), result.output
+    assert len(lines) == single.runs[0].seeds and all(l.endswith(f"(~{estimate:.1f} min)") for l in lines), \
+        result.output
 
 
 def test_report_states_what_the_reused_runs_measured(tmp_path):
@@ -313,19 +317,21 @@ def test_report_states_what_the_reused_runs_measured(tmp_path):
     from icl_gd.platform.claims.report import README_END, README_START
 
     claims = select_claims(["vo-single-loss"])
-    for i, spec in enumerate(seed_specs(claims[0].runs[0], quick=False)):
+    specs = seed_specs(claims[0].runs[0], quick=False)
+    for i, spec in enumerate(specs):
         run = tmp_path / "r" / "runs" / spec.run_id()
         run.mkdir(parents=True)
         (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
-        if i:  # seed 0 recorded no timings and no commit (an older run)
+        if i in (1, 2):  # the others recorded no timings
             append_attempt(run, {"wall_s": 150.0 * i, "cpu_s": 120.0 * i, "outcome": "finished"})
+        if i:  # seed 0 recorded no commit either (an older run)
             (run / "config.json").write_text(json.dumps({"versions": {"commit": "abc1234"}}))
     readme = tmp_path / "README.md"
     readme.write_text(f"{README_START}\n{README_END}\n")
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--only", "vo-single-loss",
                                       "--no-progress", "--update-readme", str(readme)])
     assert result.exit_code == 0, result.output
-    measured = ("2 of 3 runs timed: 6.0 CPU min, 7.5 min of wall time summed over runs"  # (120 + 240), (150 + 300) s
-                "; their source: commit abc1234 (2 runs), not recorded (1 run)")
+    measured = (f"2 of {len(specs)} runs timed: 6.0 CPU min, 7.5 min of wall time summed over runs"  # (120 + 240),
+                f"; their source: commit abc1234 ({len(specs) - 1} runs), not recorded (1 run)")  # (150 + 300) s
     assert measured in (tmp_path / "r" / "report.md").read_text() and measured in readme.read_text()
     assert json.loads((tmp_path / "r" / "claims.json").read_text())["runs_measured"] == measured

@@ -72,7 +72,7 @@ def test_bad_iteration_arguments_raise():
 
 def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
     settings = dict(steps=6, batch_size=32, eval_every=6, checkpoint_every=6, n_test=64, n_tune=128, n_ood=16,
-                    max_applications=5, dampings="1.0,0.75", interpolation_points=2)
+                    max_applications=5, dampings="1.0,0.75", interpolation_points=2, rollout_draws=3)
     config = apply_overrides(SingleLayerConfig(), [f"{k}={v}" for k, v in settings.items()])
     get_study("single-layer").run(config, RunContext(out=tmp_path, device=torch.device("cpu"), progress=False))
     m = read_json(tmp_path / "metrics.json")["mean"]
@@ -87,6 +87,16 @@ def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
                  and float(r["damping"]) == 1.0)
     assert first == pytest.approx(m["loss_trained"], rel=1e-5)
     assert (tmp_path / "figures" / "past_training_depth.png").exists()
+    # The roll-out on 3 independent test draws: draw 0 is the test set (depth.csv's rows), the others fresh tasks.
+    with open(tmp_path / "rollout_draws.csv") as handle:
+        drawn = list(csv.DictReader(handle))
+    assert len(drawn) == 3 * len(rows) and {r["draw"] for r in drawn} == {"0", "1", "2"}
+    assert [{k: v for k, v in r.items() if k != "draw"} for r in drawn if r["draw"] == "0"] == rows
+    gd_last = {r["draw"]: r["loss"] for r in drawn if r["model"] == "gd" and r["applications"] == "5"}
+    assert len(set(gd_last.values())) == 3
+    with open(tmp_path / "rollout_tasks.csv") as handle:
+        tasks = list(csv.DictReader(handle))
+    assert {(r["draw"], r["damping"]) for r in tasks} == {(k, g) for k in "012" for g in ("1.0", "0.75")}
 
 
 def test_paper_preset_differs_from_default_only_where_the_authors_did():

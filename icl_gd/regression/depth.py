@@ -5,6 +5,11 @@ For each damping λ and n = 1..max_applications: the trained layer applied n tim
 (``iteration.iterated_predictions``; ``update="y"`` adds only the update's y slots, the authors' ``y_update``),
 and each reference's one step (η, γ) taken n times as (λη, λγ). Rows {damping, applications, model, loss} for
 ``depth.csv``; ``depth_metrics`` reads the last and the least loss per damping off them.
+
+The mean loss over tasks after many damped steps is decided by the few tasks on which the repeated step is
+unstable (``gd_instability``), so whether one test set holds such a task decides it. The same curves are therefore
+also taken on several independent test draws of the same size (``rollout_draws.csv``, a ``draw`` column), and the
+tasks beyond the stability bound of each draw are named (``unstable_task_rows``, ``rollout_tasks.csv``).
 """
 
 from __future__ import annotations
@@ -122,3 +127,24 @@ def gd_instability(x_context: torch.Tensor, eta: float, dampings: Sequence[float
     rates = [damping * eta * top for damping in dampings]
     return {"gd_unstable_share": [float((r > 2).double().mean()) for r in rates],
             "gd_max_contraction_rate": [float(r.max()) for r in rates]}
+
+
+def unstable_task_rows(x_context: torch.Tensor, eta: float, dampings: Sequence[float], most: int = 10
+                       ) -> list[dict[str, Any]]:
+    """The tasks of ``x_context (B, N, d)`` on which GD's repeated step λη diverges: λ_max(XᵀX) above the bound
+    2N / (λη) (``gd_instability``'s condition). Per damping λ, a row {damping, bound, beyond_count, task,
+    lambda_max, beyond_bound} for each such task (the ``most`` largest λ_max of them; ``beyond_count`` counts them
+    all), or for the task of the largest λ_max when none is beyond (beyond_bound False), so every damping names how
+    close its worst task comes."""
+    x = x_context.double()
+    n = x.shape[1]
+    top = torch.linalg.eigvalsh(x.transpose(1, 2) @ x)[:, -1]  # (B,) λ_max(XᵀX)
+    order = torch.argsort(top, descending=True).tolist()
+    rows = []
+    for damping in dampings:
+        bound = 2 * n / (damping * eta)
+        count = int((top > bound).sum())
+        rows += [{"damping": damping, "bound": bound, "beyond_count": count, "task": task,
+                  "lambda_max": float(top[task]), "beyond_bound": bool(top[task] > bound)}
+                 for task in order[:max(1, min(count, most))]]
+    return rows

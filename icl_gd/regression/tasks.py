@@ -24,6 +24,7 @@ class Stream(enum.IntEnum):
     TEST = 1
     TUNE = 2
     POOL = 3  # a fixed training set, drawn once per seed (``LinearRegressionTask.train_tasks``)
+    ROLLOUT = 4  # further test draws, step k the k-th (the single layer's roll-out, ``rollout_draws``)
 
 
 def make_generator(seed: int, step: int, stream: Stream, device: torch.device | str = "cpu") -> torch.Generator:

@@ -258,7 +258,9 @@ class Spread:
 class ClaimResult:
     """A claim's verdict; ``spread`` holds every seed's value (None when none could be measured), ``failed_seeds``
     the seeds (index, reason) whose training failed, left out of the verdict; ``checked`` whether the declared
-    training and reference tests could be run (False: their metrics were not available)."""
+    training and reference tests could be run (False: their metrics were not available); ``details`` what the
+    statistic says beyond its per-seed values (a statistic with a ``details`` method, e.g. ``OverDraws``: every
+    test draw's value), "" for most."""
 
     claim: Claim
     verdict: Verdict
@@ -267,6 +269,7 @@ class ClaimResult:
     run_dirs: tuple[Path, ...] = field(default=())
     failed_seeds: tuple[tuple[int, str], ...] = ()
     checked: bool = True
+    details: str = ""
 
     @property
     def kept(self) -> Spread | None:
@@ -347,4 +350,6 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
         failed, problem, checked = (), "", False
     verdict, note = judge_values(claim, values, failed, problem, quick)
     spread = Spread(tuple(values), log=claim.log_scale) if values else None
-    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked)
+    details = getattr(claim.statistic, "details", None)
+    text = details(evidence, claim.passes) if details else ""
+    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text)

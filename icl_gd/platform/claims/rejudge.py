@@ -85,7 +85,7 @@ def load_claims_json(path: Path) -> Rejudged:
             failed, problem, checked, run_dirs = _tests(claim, entry, root, quick)
             verdict, note = judge_values(claim, values, failed, problem, quick)
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
-                                 checked)
+                                 checked, str(entry.get("details") or ""))
         else:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
                                  tuple(Path(r) for r in entry.get("runs") or ()))

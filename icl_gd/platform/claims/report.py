@@ -248,6 +248,7 @@ def _claim_json(r: ClaimResult, root: Path) -> dict:
         "scale": ("log" if kept.on_log_scale else "linear") if kept else None,
         "interval": _interval_json(kept),
         "failed_seeds": [{"seed": i, "reason": reason} for i, reason in r.failed_seeds],
+        "details": r.details,
         "training_test": training.source if training else None,
         "checked": r.checked,
         "reference": {"valid": r.verdict is not Verdict.NO_VALID_REFERENCE,
@@ -311,9 +312,10 @@ def _md_row(r: ClaimResult, root: Path, link_runs: bool, variant: bool = False) 
     verdict = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
     quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not variant else ""
     follows = f" <br>set-up: {_md(r.claim.follows)}" if r.claim.follows.startswith("our reading") else ""
+    details = f" <br>{_md(r.details)}" if r.details else ""
     return (f"| {claim} | {r.claim.author}, {_md(r.claim.location)} | {_md(r.claim.statement)}{quote}{follows} | "
-            f"{value_text(r)} <br>*{_md(r.claim.measures)}* | {threshold_text(r)} <br>({_md(r.claim.threshold_source)})"
-            f" | {verdict} | {_md(authors_text(r))} |")
+            f"{value_text(r)} <br>*{_md(r.claim.measures)}*{details} | {threshold_text(r)} "
+            f"<br>({_md(r.claim.threshold_source)}) | {verdict} | {_md(authors_text(r))} |")
 
 
 def claims_table_markdown(results: Sequence[ClaimResult], root: Path, link_runs: bool = True,
@@ -442,7 +444,8 @@ def _html_row(r: ClaimResult, root: Path, with_authors: bool, variant: bool = Fa
             f"<code>{esc(r.claim.id)}</code>{kind}</td>"
             f"<td>{esc(r.claim.author)}, {esc(r.claim.location)}</td>"
             f"<td>{esc(r.claim.statement)}{quote}{follows}{details}</td>"
-            f"<td>{esc(value_text(r))}<br><small><i>{esc(r.claim.measures)}</i></small></td>"
+            f"<td>{esc(value_text(r))}<br><small><i>{esc(r.claim.measures)}</i></small>"
+            + (f'<div class="details">{esc(r.details)}</div>' if r.details else "") + "</td>"
             f"<td>{esc(threshold_text(r))}<br><small>{esc(r.claim.threshold_source)}</small></td>"
             f"<td>{verdicts}</td></tr>")
 
