@@ -281,6 +281,9 @@ def reproduce(
     threads: Optional[int] = SWEEP_THREADS,
     progress: bool = PROGRESS,
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
+    peak: Optional[str] = typer.Option(None, "--peak", help="With --plan: one core's float32 matrix-product peak "
+                                       "in GFLOP/s for the products floor, or 'measure' (about 2 s, kept for this "
+                                       "machine); default: this machine's kept measurement, else 72."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
     update_readme: Optional[Path] = typer.Option(None, "--update-table", "--update-readme",
                                                  help="Also write the claims table between the claims-table markers "
@@ -300,7 +303,7 @@ def reproduce(
         code = run_reproduce(registry=REGISTRY, checks=all_checks, out=out, quick=quick, only=only, backend=backend,
                              workers=workers, address=address, device=device, threads=threads, progress=progress,
                              plan_only=plan_only, list_claims=list_claims,
-                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge)
+                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge, peak=peak)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -18,11 +18,12 @@ from typing import Any
 import pandas as pd
 
 from icl_gd.core.config import check_settings, positive_int
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext, Study, TrainingWork
 from icl_gd.regression.baselines import LeastSquaresPredictor
 from icl_gd.regression.compare import CompareConfig, compare, comparison_figure, tuned_references
 from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
-from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts
+from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
+                                     regression_work)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
 
@@ -69,6 +70,13 @@ class ForeignTransformerConfig(RegressionConfig):
     evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", seeds=1, n_test=2000, n_tune=2048,
                                          eval_every=250)
     compare: CompareConfig = parts(CompareConfig, "the references and the per-layer matching")
+
+
+def training_work(config: ForeignTransformerConfig) -> list[TrainingWork]:
+    """What ``run`` trains per seed: the GPT read at every prefix, with the resolved settings."""
+    task = EveryPrefixTokenTask(config.task.build())
+    return [regression_work("gpt", task, lambda seed: EveryPrefix(config.model.build(task.layout, seed)),
+                            config.train_config())]
 
 
 def run(config: ForeignTransformerConfig, ctx: RunContext) -> dict[str, Any]:
@@ -126,6 +134,6 @@ def headline(frame: pd.DataFrame) -> dict[str, Any]:
 
 STUDY = Study("foreign-transformer", "beyond the papers: a GPT-style softmax transformer (Garg et al.) against GD, "
               "GD++, Newton and least squares", ForeignTransformerConfig, run, default_threads=1,
-              resolved_training=RegressionConfig.train_config,
+              resolved_training=RegressionConfig.train_config, training_work=training_work,
               headline=("loss_trained", "loss_least_squares", "loss_gd_1", "pred_diff_vs_least_squares",
                         "pred_diff_vs_gd_1", "closest_gd_steps"))

@@ -41,7 +41,7 @@ from icl_gd.regression.figures import alignment_curves_figure, depth_figure, los
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
-from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, parts, relative_gap
+from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, concat_work, parts, relative_gap
 from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
@@ -337,4 +337,5 @@ STUDY = Study(
     memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
                                             batched_seeds=config.batched_seeds),
     resolved_training=RegressionConfig.train_config,
+    training_work=lambda config: concat_work(config, config.model.build),  # what ``run`` trains per seed
 )

@@ -34,10 +34,11 @@ from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateToken
                                               copy_analysis)
 from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateLayout, SeparateTokenTask,
                                                SinusoidalPositions, StandardPositions)
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext, Study, TrainingWork
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
-    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, relative_gap,
+    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, regression_work,
+    relative_gap,
 )
 
 COPY_COLUMNS = ("own", "next", "other", "other_per_token", "own_with_residual")
@@ -85,6 +86,14 @@ class SeparateTokensConfig(QuickRegressionConfig):
     def __post_init__(self) -> None:
         require_positive_ints(self, "n_copy")
         require_positive("construction_beta", self.construction_beta)
+
+
+def training_work(config: SeparateTokensConfig) -> list[TrainingWork]:
+    """What ``run`` trains per seed: one copy-layer + LSA model per head count, with the resolved settings."""
+    task = config.model.token_task(config.task.build())
+    return [regression_work(f"heads{heads}", task, lambda seed, heads=heads: SeparateTokenModel(
+        task.layout, config.model.separate_model(heads), seed=seed), config.train_config())
+        for heads in config.model.heads]
 
 
 def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
@@ -201,4 +210,5 @@ STUDY = Study(
     presets={"paper": paper_config},
     memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
     resolved_training=QuickRegressionConfig.train_config,
+    training_work=training_work,
 )

@@ -32,10 +32,10 @@ from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig,
 from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
 from icl_gd.regression.sine import SineTaskConfig, SineTokenTask
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext, Study, TrainingWork
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
-    EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
+    EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, regression_work, relative_gap,
 )
 from icl_gd.regression.tasks import Stream
 
@@ -102,6 +102,41 @@ def baseline_training(config: SineConfig) -> Any:
                    else m.baseline_beta2)
 
 
+def lsa_model(config: SineConfig, seed: int) -> FeatureLSAModel:
+    """The trained model of ``architecture=features``: MLP features and one LSA layer."""
+    m = config.model
+    return feature_lsa_model(m.features(), seed=seed, init_scale=m.lsa_init_scale, initial_readout=m.initial_readout)
+
+
+def meta_model(config: SineConfig, seed: int) -> MetaLearnedReadout:
+    """The baseline of ``architecture=features``: the MLP meta-learned under one GD step on its features."""
+    return MetaLearnedReadout(config.model.features(), seed=seed)
+
+
+def tokens_lsa_model(config: SineConfig, seed: int) -> nn.Module:
+    """The trained model of ``architecture=tokens``: the authors' embedding + MLP + LSA."""
+    m = config.model
+    return embedded_token_lsa_model(m.d_features, m.hidden, 2, m.activation, seed, m.init_scale)
+
+
+def tokens_gd_model(config: SineConfig, seed: int) -> nn.Module:
+    """The baseline of ``architecture=tokens``: the same embedding + MLP under the Prop. 1 layer frozen at η."""
+    m = config.model
+    return frozen_gd_baseline(m.d_features, m.hidden, config.task.n_context, m.baseline_eta, 2, m.activation, seed,
+                              m.init_scale, authors_init=m.baseline_init == "authors")
+
+
+def training_work(config: SineConfig) -> list[TrainingWork]:
+    """A seed's two trainings: the model, then its baseline with the baseline's own optimiser settings."""
+    task = SineTokenTask(config.task.build())
+    tokens = config.model.architecture == "tokens"
+    (model_label, model), (baseline_label, baseline) = (
+        (("tokens_lsa", tokens_lsa_model), ("tokens_gd", tokens_gd_model)) if tokens
+        else (("lsa", lsa_model), ("meta", meta_model)))
+    return [regression_work(model_label, task, lambda seed: model(config, seed), config.train_config()),
+            regression_work(baseline_label, task, lambda seed: baseline(config, seed), baseline_training(config))]
+
+
 def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
     run = RegressionRun(config, ctx, SineTokenTask(config.task.build()))
     tune = run.tune_tokens()
@@ -117,10 +152,8 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
     def evaluate_meta(model: MetaLearnedReadout, step: int, seed: int) -> list[dict[str, Any]]:
         return run.eval_rows(step, seed, "meta-learned mlp + 1 GD step", model, against={})
 
-    m = config.model
-    lsa_models = run.train_seeds("lsa", lambda seed: feature_lsa_model(
-        m.features(), seed=seed, init_scale=m.lsa_init_scale, initial_readout=m.initial_readout), evaluate_lsa)
-    baselines = run.train_seeds("meta", lambda seed: MetaLearnedReadout(m.features(), seed=seed), evaluate_meta,
+    lsa_models = run.train_seeds("lsa", lambda seed: lsa_model(config, seed), evaluate_lsa)
+    baselines = run.train_seeds("meta", lambda seed: meta_model(config, seed), evaluate_meta,
                                 training=baseline_training(config))
     for seed in run.seeds:
         metrics, predictors = seed_metrics(run, lsa_models[seed], baselines[seed], tune)
@@ -136,14 +169,11 @@ def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor,
     closed form on held-out tasks)."""
     m, N = config.model, config.task.n_context
     trained_label, frozen_label = "embedding+mlp+lsa", f"embedding+mlp + GD layer (η={m.baseline_eta:g}, frozen)"
-    models = run.train_seeds("tokens_lsa", lambda seed: embedded_token_lsa_model(
-        m.d_features, m.hidden, 2, m.activation, seed, m.init_scale),
-        lambda model, step, seed: run.eval_rows(step, seed, trained_label, model, against={}))
-    baselines = run.train_seeds("tokens_gd", lambda seed: frozen_gd_baseline(
-        m.d_features, m.hidden, N, m.baseline_eta, 2, m.activation, seed, m.init_scale,
-        authors_init=m.baseline_init == "authors"),
-        lambda model, step, seed: run.eval_rows(step, seed, frozen_label, model, against={}),
-        training=baseline_training(config))
+    models = run.train_seeds("tokens_lsa", lambda seed: tokens_lsa_model(config, seed),
+                             lambda model, step, seed: run.eval_rows(step, seed, trained_label, model, against={}))
+    baselines = run.train_seeds("tokens_gd", lambda seed: tokens_gd_model(config, seed),
+                                lambda model, step, seed: run.eval_rows(step, seed, frozen_label, model, against={}),
+                                training=baseline_training(config))
     for seed in run.seeds:
         model, baseline = models[seed], baselines[seed]
         eta = tune_frozen_eta(baseline, *tune)
@@ -290,4 +320,5 @@ STUDY = Study(
     presets={"paper": paper_config, "paper-text-law": paper_text_law_config},
     memory=lambda config: regression_memory(config, d=1, heads=1),  # x is a scalar; one head
     resolved_training=QuickRegressionConfig.train_config,
+    training_work=training_work,
 )

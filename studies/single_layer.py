@@ -35,7 +35,7 @@ from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, lo
                                        rows_frame)
 from icl_gd.core.study import RunContext, Study
 from icl_gd.regression.memory import regression_memory
-from icl_gd.regression.study import RegressionConfig, RegressionRun, relative_gap
+from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
 from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 
@@ -233,4 +233,6 @@ STUDY = Study(
     memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
                                             batched_seeds=config.batched_seeds),
     resolved_training=RegressionConfig.train_config,
+    training_work=lambda config: concat_work(  # what ``run`` trains per seed (``untrained``)
+        config, lambda layout, seed: LSAModel(config.model.lsa_config(layout), seed=seed)),
 )

@@ -17,10 +17,11 @@ from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.regression.figures import heads_figure, loss_curves_figure
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext, Study, TrainingWork
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (
-    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, relative_gap,
+    EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, regression_work,
+    relative_gap,
 )
 from icl_gd.regression.tokens import ConcatTokenTask
 
@@ -41,6 +42,14 @@ class SoftmaxHeadsConfig(QuickRegressionConfig):
     model: SoftmaxModelConfig = parts(SoftmaxModelConfig, "the models")
     training: TrainingConfig = parts(TrainingConfig, "optimisation", steps=3000, batch_size=512, lr=3e-3,
                                      grad_clip=0.0)
+
+
+def training_work(config: SoftmaxHeadsConfig) -> list[TrainingWork]:
+    """What ``run`` trains per seed: one softmax-attention layer per head count, with the resolved settings."""
+    task = ConcatTokenTask(config.task.build())
+    return [regression_work(f"heads{heads}", task, lambda seed, heads=heads: LSAModel(
+        config.model.lsa_config(task.layout, heads), seed=seed), config.train_config())
+        for heads in config.model.heads]
 
 
 def run(config: SoftmaxHeadsConfig, ctx: RunContext) -> dict[str, Any]:
@@ -82,4 +91,5 @@ STUDY = Study(
     presets={"paper": paper_config},
     memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
     resolved_training=QuickRegressionConfig.train_config,
+    training_work=training_work,
 )

@@ -37,7 +37,8 @@ from icl_gd.regression.algorithms import (AlgorithmRun, Probe, descent_step_size
                                           probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.conditioning import ConditionedTaskConfig
 from icl_gd.regression.memory import regression_memory
-from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts
+from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, concat_work,
+                                     parts)
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
 from icl_gd.regression.tuning import tune_gd, tune_gdpp
@@ -202,6 +203,7 @@ def loss_per_layer_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.F
 
 STUDY = Study("which-algorithm", "beyond the papers: GD, GD++, preconditioned GD or Newton, layer by layer",
               WhichAlgorithmConfig, run, default_threads=1, resolved_training=RegressionConfig.train_config,
+              training_work=lambda config: concat_work(config, config.model.build),
               memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
                                                 batched_seeds=config.model.block == "lsa"))
 

@@ -67,6 +67,19 @@ class RunMemory:
 
 
 @dataclass(frozen=True)
+class TrainingWork:
+    """One training a run does for each seed, declared by its study from its config (``Study.training_work``):
+    ``steps`` optimiser steps of the models labelled ``label``. ``fresh_training(n)`` returns a call that trains fresh
+    copies of those models for ``n`` steps as the run does (sampling, forward, backward, clipping, the optimiser;
+    no evaluation, no checkpoint), the copies made before the call: what ``icl_gd.platform.floor`` counts the
+    products of and the benchmarks time."""
+
+    label: str
+    steps: int
+    fresh_training: Callable[[int], Callable[[], object]]
+
+
+@dataclass(frozen=True)
 class Study:
     """``run(config, ctx)`` writes every result file under ``ctx.out`` (``metrics.json`` last) and returns
     the ``mean`` metrics it wrote."""
@@ -90,6 +103,9 @@ class Study:
     # ``resolved_training`` and ``icl-gd config``; None: the study has none to show).
     memory: Callable[[Any], RunMemory] | None = None
     resolved_training: Callable[[Any], Any] | None = None
+    # What a run trains per seed (``TrainingWork``), for the products floor of ``icl-gd reproduce --plan``; None:
+    # the study has no FLOP model yet.
+    training_work: Callable[[Any], Sequence[TrainingWork]] | None = None
 
     def preset_names(self) -> list[str]:
         return [DEFAULT_PRESET, *self.presets]

@@ -14,7 +14,7 @@ way in every study (``TrainingConfig.resolve``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import torch
@@ -30,9 +30,10 @@ from icl_gd.regression.metrics import Predictor
 from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
 from icl_gd.core.progress import phased
 from icl_gd.core.timing import timed
-from icl_gd.core.study import RunContext, StudyRun
+from icl_gd.core.study import RunContext, StudyRun, TrainingWork
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
 from icl_gd.core.checkpoints import config_fingerprint
+from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.training import TokenTask, TrainConfig, authors_train_config, train
 
 
@@ -303,3 +304,26 @@ class RegressionRun(StudyRun):
 def relative_gap(value: float, reference: float) -> float:
     """(value - reference) / reference: how much worse than the reference (negative: better)."""
     return (value - reference) / reference
+
+
+# ---------------------------------------------------------------------------------------------------- declared work
+def regression_work(label: str, token_task: TokenTask, make_model: Callable[[int], nn.Module],
+                    settings: TrainConfig) -> TrainingWork:
+    """One of a study's trainings for ``Study.training_work`` (the products floor, ``icl_gd.platform.floor``):
+    ``settings.steps`` steps of ``make_model(seed)`` on ``token_task``. A fresh training trains seed 0's model (the
+    products of a step do not depend on the seed) through ``train`` on the CPU, without evaluation or checkpoints."""
+
+    def fresh_training(n_steps: int) -> Callable[[], object]:
+        models = [make_model(0)]
+        config = replace(settings, steps=n_steps, eval_every=n_steps, checkpoint_every=n_steps)
+        return lambda: train(models, token_task, config, [0])
+
+    return TrainingWork(label, settings.steps, fresh_training)
+
+
+def concat_work(config: RegressionConfig, build: Callable[[Any, int], nn.Module], label: str = "trained"
+                ) -> list[TrainingWork]:
+    """``Study.training_work`` of a study that trains ``build(layout, seed)`` per seed on concatenated tokens of
+    ``config.task`` with the resolved settings (``config.train_config()``)."""
+    task = ConcatTokenTask(config.task.build())
+    return [regression_work(label, task, lambda seed: build(task.layout, seed), config.train_config())]

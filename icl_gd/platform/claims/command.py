@@ -150,8 +150,10 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                   backend: str, workers: int | None, address: str | None, device: str, progress: bool,
                   plan_only: bool, list_claims: bool,
                   echo: Callable[[str], None], update_readme_path: Path | None = None,
-                  threads: int | None = None, rejudge: Path | None = None) -> int:
-    """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed)."""
+                  threads: int | None = None, rejudge: Path | None = None, peak: str | None = None) -> int:
+    """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed). With
+    ``plan_only`` the plan also sets each run set's estimate beside its products floor at ``peak`` (``--peak``:
+    GFLOP/s, ``measure``, or None for this machine's cached measurement, else the default)."""
     if rejudge is not None:
         if quick or only or plan_only or list_claims:
             raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
@@ -172,6 +174,12 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         raise ConfigError(f"--backend {backend!r} is not a backend (use local or ray)")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be a positive integer, got {workers}")
+    if peak is not None and not plan_only:
+        raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
+    if plan_only:  # a bad --peak is refused before anything is printed
+        from icl_gd.platform.floor import parse_peak
+
+        chosen_peak = parse_peak(peak)
     ids = [i.strip() for i in only.split(",") if i.strip()] if only else None
     if only is not None and not ids:
         raise ConfigError(f"--only {only!r} names no claim")
@@ -193,6 +201,10 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     if calibration:
         echo(calibration)
     if plan_only:
+        from icl_gd.platform.claims.plan_floor import floor_lines, plan_floors
+
+        for line in floor_lines(plan_floors(planned, registry, out), chosen_peak, n_workers, threads or 1):
+            echo(line)
         return 0
     if update_readme_path is not None:
         check_readme(Path(update_readme_path))

@@ -1,0 +1,121 @@
+"""The products floor of a reproduction plan (``icl-gd reproduce --plan``): per plan, its estimate beside the floor.
+
+A plan here is every seed of one run set (study, preset and overrides but the seed). Its floor a seed is the
+matrix-product FLOPs of the seed's training (``icl_gd.platform.floor``, from what the study declares) over one
+core's peak; a study that declares no training prints ``no model`` and adds nothing to the floor's totals. The
+totals set the estimate beside the floor in CPU minutes (one core a run) and in wall minutes on the workers (runs
+spread longest first, each to the least-loaded worker, as ``reproduce`` starts them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from icl_gd.core.study import StudyRegistry, resolve_study_config
+from icl_gd.core.timing import read_timings
+from icl_gd.platform.claims.reproduce import PlannedRun
+from icl_gd.platform.floor import Peak, floor_s, seed_flops, training_flops
+
+
+@dataclass(frozen=True)
+class PlanFloor:
+    """One plan: its ``runs`` (one a seed), the estimate a seed, and the FLOPs of a seed's training (None: its study
+    has no FLOP model); ``trained_s``: the mean training wall time its finished seeds recorded (None: none did)."""
+
+    runs: tuple[PlannedRun, ...]
+    estimate_s: float
+    flops: int | None
+    trained_s: float | None
+
+    @property
+    def name(self) -> str:
+        spec = self.runs[0].spec
+        overrides = [o for o in spec.overrides if not o.startswith("seed=") and o.replace(" ", "") != "seeds=1"]
+        return " ".join([spec.study, spec.preset, *overrides])
+
+    def floor_s(self, peak: Peak) -> float | None:
+        return None if self.flops is None else floor_s(self.flops, peak)
+
+
+def packed_s(durations: Sequence[float], workers: int) -> float:
+    """Wall seconds of ``durations`` on ``workers`` parallel workers, longest first, each to the least-loaded."""
+    loads = [0.0] * max(1, workers)
+    for d in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += d
+    return max(loads)
+
+
+def _plan_key(planned: PlannedRun) -> tuple:
+    spec = planned.spec
+    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
+
+
+def _trained_s(runs: Sequence[PlannedRun], root: Path) -> float | None:
+    """Mean over the seeds with timings of their ``training`` phase's wall seconds less the evaluations within it,
+    summed over attempts (None when no seed recorded the phase)."""
+    measured = []
+    for p in runs:
+        phases = [a.get("phases_wall_s", {}) for a in read_timings(root / "runs" / p.spec.run_id())]
+        if phases and all(isinstance(ph.get("training"), (int, float)) for ph in phases):
+            measured.append(sum(ph["training"] - ph.get("training > evaluation", 0.0) for ph in phases))
+    return sum(measured) / len(measured) if measured else None
+
+
+def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Path) -> list[PlanFloor]:
+    """Every plan of ``planned`` (in order of first appearance) with its floor FLOPs, counted once a plan."""
+    groups: dict[tuple, list[PlannedRun]] = {}
+    for p in planned:
+        groups.setdefault(_plan_key(p), []).append(p)
+    floors = []
+    for (study_name, preset, overrides), runs in groups.items():
+        study = registry.get(study_name)
+        trainings = training_flops(study, resolve_study_config(study, preset, overrides))
+        floors.append(PlanFloor(tuple(runs), runs[0].estimate_s, None if trainings is None else seed_flops(trainings),
+                                _trained_s(runs, root)))
+    return floors
+
+
+def _min(seconds: float | None) -> str:
+    """Minutes, or seconds under one (a floor can be a fraction of a minute)."""
+    if seconds is None:
+        return "-"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.{1 if seconds < 10 else 0}f} s"
+
+
+def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: int = 1) -> list[str]:
+    """The printed table: a header, one line a plan, then the totals (runs on ``threads`` threads each)."""
+    lines = [f"products floor: each seed's matrix-product FLOPs at {peak.gflops:.1f} GFLOP/s a core ({peak.source}); "
+             f"estimate: the plan's a seed; trained: the training its seeds measured (wall, evaluations left out)",
+             f"  {'seeds':>5} {'GFLOP/seed':>11} {'estimate':>10} {'floor':>10} {'est/floor':>9} "
+             f"{'trained':>10} {'trained/floor':>13}  plan"]
+    for f in floors:
+        floor = f.floor_s(peak)
+        gflop = "no model" if f.flops is None else f"{f.flops / 1e9:.4g}"
+        ratio = "-" if floor is None else f"{f.estimate_s / floor:.1f}x"
+        trained = "-" if floor is None or f.trained_s is None else f"{f.trained_s / floor:.1f}x"
+        lines.append(f"  {len(f.runs):>5} {gflop:>11} {_min(f.estimate_s):>10} "
+                     f"{'no model' if floor is None else _min(floor):>10} {ratio:>9} {_min(f.trained_s):>10} "
+                     f"{trained:>13}  {f.name}")
+    runs = [(p.estimate_s, f.floor_s(peak)) for f in floors for p in f.runs]
+    modelled = [(e, fl) for e, fl in runs if fl is not None]
+    estimate, floor = [e for e, _ in runs], [fl for _, fl in modelled]
+    missing = sum(1 for f in floors if f.flops is None)
+    lines.append(f"totals over {len(runs)} runs: estimate {_total(sum(estimate))} CPU min, "
+                 f"{_total(packed_s(estimate, workers))} min wall on {workers} workers; products floor "
+                 f"{_total(sum(floor))} CPU min, {_total(packed_s([s / threads for s in floor], workers))} min wall "
+                 f"on {workers} workers"
+                 + (f" ({missing} plan{'s' if missing != 1 else ''} with no model count{'s' if missing == 1 else ''} "
+                    f"nothing)" if missing else ""))
+    if modelled:
+        modelled_estimate = sum(e for e, _ in modelled)
+        lines.append(f"  the plans with a model: estimate {_total(modelled_estimate)} CPU min against a floor of "
+                     f"{_total(sum(floor))} ({modelled_estimate / max(sum(floor), 1e-9):.1f}x)")
+    return lines
+
+
+def _total(seconds: float) -> str:
+    """Minutes: one decimal under ten."""
+    minutes = seconds / 60
+    return f"{minutes:.1f}" if minutes < 10 else f"{minutes:.0f}"
