@@ -60,6 +60,26 @@ def plain_eager_step_fn(n_layers: int, batch: int = 2048, d: int = 10, N: int = 
     return step
 
 
+AUTHORS_SETUPS = ("single", "separate3", "tokens", "sine")  # the set-ups docs/authors_check/bench_steps.py has
+
+
+def authors_worker(name: str, authors_dir: Path, jax_python: str) -> tuple[subprocess.Popen, object]:
+    """The authors' step for set-up ``name`` in a process of its own (``docs/authors_check/bench_steps.py``, XLA on
+    one thread, on this process's core): (the process, ``fn(n)`` -> {"cpu_s", "wall_s"} of ``n`` of their steps)."""
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    proc = subprocess.Popen([jax_python, str(ROOT / "docs/authors_check/bench_steps.py"), "--authors-dir",
+                             str(authors_dir), "--setup", name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, env=env, cwd=ROOT / "docs/authors_check")
+    assert json.loads(proc.stdout.readline()).get("ready")
+
+    def authors(n: int) -> dict:
+        proc.stdin.write(f"{n}\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    return proc, authors
+
+
 def timed(fn, n: int) -> tuple[float, float]:
     """(CPU s, wall s) of ``fn(n)``: CPU time of the whole process."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -90,18 +110,7 @@ def main() -> None:
             step = plain_eager_step_fn(1 if name == "single" else 3)
             contenders[(name, "plain eager")] = lambda n, s=step: [s() for _ in range(n)]
         if args.authors_dir is not None:
-            env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-            workers[name] = proc = subprocess.Popen(
-                [args.jax_python, str(ROOT / "docs/authors_check/bench_steps.py"), "--authors-dir",
-                 str(args.authors_dir), "--setup", name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                env=env, cwd=ROOT / "docs/authors_check")
-            assert json.loads(proc.stdout.readline()).get("ready")
-
-            def authors(n, p=proc):
-                p.stdin.write(f"{n}\n")
-                p.stdin.flush()
-                return json.loads(p.stdout.readline())
-            contenders[(name, "authors")] = authors
+            workers[name], contenders[(name, "authors")] = authors_worker(name, args.authors_dir, args.jax_python)
     for fn in contenders.values():  # warm-up
         fn(2)
 
