@@ -114,15 +114,15 @@ def test_a_study_without_a_declared_training_has_no_model():
     assert training_flops(study, study.config()) is None
 
 
-def test_the_peak_is_the_default_given_or_measured_once_and_kept(tmp_path, monkeypatch):
+def test_the_peak_is_the_default_given_or_measured_and_kept(tmp_path, monkeypatch):
     cache = tmp_path / "peaks.json"
-    assert machine_peak(cache=cache) == Peak(DEFAULT_PEAK_GFLOPS, machine_peak(cache=cache).source)
-    measured = []
-    monkeypatch.setattr("icl_gd.platform.floor.measure_peak_gflops", lambda: measured.append(1) or 55.5)
+    assert machine_peak(cache=cache).gflops == DEFAULT_PEAK_GFLOPS and not cache.exists()
+    measured = iter([55.5, 61.0])
+    monkeypatch.setattr("icl_gd.platform.floor.measure_peak_gflops", lambda: next(measured))
     assert machine_peak(measure=True, cache=cache).gflops == 55.5
-    assert machine_peak(cache=cache).gflops == 55.5 and machine_peak(measure=True, cache=cache).gflops == 55.5
-    assert measured == [1]  # measured once, then read back
-    assert list(json.loads(cache.read_text()).values()) == [55.5]
+    assert machine_peak(cache=cache).gflops == 55.5 and parse_peak(None, cache=cache).gflops == 55.5  # kept
+    assert parse_peak("measure", cache=cache).gflops == 61.0 and machine_peak(cache=cache).gflops == 61.0  # replaced
+    assert list(json.loads(cache.read_text()).values()) == [61.0]
     assert parse_peak("40", cache=cache) == Peak(40.0, "given")
 
 

@@ -7,8 +7,9 @@ attention); sampling (on the trainer's batch thread), elementwise work and the o
 of a seed is those FLOPs times the steps over the core's float32 matrix-product peak: no code computing the same
 products can train faster on that core, so a run's time over its floor says how far it is from arithmetic-bound.
 
-The peak (``Peak``) is ``DEFAULT_PEAK_GFLOPS`` unless given, or measured once on a machine (a 2048³ product on one
-thread, best of the repeats within about two seconds) and kept in ``peak_cache_path()`` for later calls.
+The peak (``Peak``) is given, or measured on this machine (a 2048³ product on one thread, best of the repeats within
+about two seconds) and kept in ``peak_cache_path()``, which later calls read; without either, ``DEFAULT_PEAK_GFLOPS``.
+Measure on a quiet machine: a peak measured under load is kept as it is until measured again.
 """
 
 from __future__ import annotations
@@ -97,14 +98,13 @@ def _cached_peaks(path: Path) -> dict[str, float]:
 
 
 def machine_peak(measure: bool = False, cache: Path | None = None) -> Peak:
-    """This machine's peak: the one measured and cached before, else ``DEFAULT_PEAK_GFLOPS``; ``measure``: measured
-    now (about two seconds) unless one is cached, and cached. The cache is a convenience: a cache that cannot be
-    written is skipped."""
+    """This machine's peak: ``measure``: measured now (about two seconds) and kept in ``cache``, replacing an earlier
+    one; else the one kept before, else ``DEFAULT_PEAK_GFLOPS``. A cache that cannot be written is skipped."""
     cache = cache or peak_cache_path()
     machine, peaks = _machine(), _cached_peaks(cache)
-    if machine in peaks:
-        return Peak(peaks[machine], f"measured on this machine before ({cache})")
     if not measure:
+        if machine in peaks:
+            return Peak(peaks[machine], f"measured on this machine before, kept in {cache}")
         return Peak(DEFAULT_PEAK_GFLOPS, "the default, one core of the project's 2-core machine")
     gflops = measure_peak_gflops()
     try:
