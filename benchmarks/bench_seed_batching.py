@@ -1,12 +1,13 @@
 """Benchmark: S seeds trained as one batched model against S lone runs, paired, per seed-step.
 
     python benchmarks/bench_seed_batching.py [--seeds 3] [--steps 100] [--rounds 5] [--core 1]
-                                             [--setups single,separate3] [--parts] [--check-steps 0]
+                                             [--setups single,separate3,recurrent2] [--parts] [--check-steps 0]
 
 For each set-up (taken from the studies, ``benchmarks/_setups.py``: ``single`` is the default single-layer model,
-``separate3`` three separate layers of multi-layer, both at batch 2048 with the authors' clipping), every round
-times ``training.train`` with the S models at once (stacked and vmapped, ``icl_gd.regression.ensemble``) and S
-``training.train`` runs of one model each, the two in alternating order, in one process on one intra-op thread
+``separate3`` three separate layers of multi-layer, ``recurrent2`` two tied layers of multi-layer, all at batch
+2048 with the authors' clipping), every round times ``training.train`` with the S models at once (stacked and
+vmapped, ``icl_gd.regression.ensemble``) and S ``training.train`` runs of one model each, the two in alternating
+order, in one process on one intra-op thread
 (``--core`` pins the process, the batch prefetch thread included, to one core: sampling is then counted in full).
 Prints ms per seed-step of each (median over rounds), the paired ratio sequential / batched per round (median,
 min, max) and the load average before and after.
@@ -35,16 +36,17 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._setups import SETUPS, Captured, captured_training  # noqa: E402
 from icl_gd.core.optim import make_optimizer  # noqa: E402
-from icl_gd.regression.metrics import query_loss  # noqa: E402
 from icl_gd.regression.training import _LoneModel, _StackedModels, train  # noqa: E402
 
-BATCHED = {"single": ("batched_seeds=true",), "separate3": ("batched_seeds=true",)}
+# The set-ups of ``_setups.SETUPS`` that train LSA models, and two tied layers (multi-layer's recurrent=true).
+LSA_SETUPS = {"single": SETUPS["single"][:3], "separate3": SETUPS["separate3"][:3],
+              "recurrent2": ("multi-layer", "default", (*SETUPS["single"][2], "recurrent=true", "gdpp_adam_steps=0"))}
 
 
 def setup(name: str, seeds: int) -> Captured:
     """The set-up's S models in one ``train`` call, as the study trains them with ``batched_seeds=true``."""
-    study, preset, overrides, _ = SETUPS[name]
-    (captured,) = captured_training(study, preset, (*overrides, *BATCHED[name]), calls=1, seeds=seeds)
+    study, preset, overrides = LSA_SETUPS[name]
+    (captured,) = captured_training(study, preset, (*overrides, "batched_seeds=true"), calls=1, seeds=seeds)
     return captured
 
 
@@ -133,7 +135,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="training steps per timed run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--core", type=int, default=None, help="pin the process (all its threads) to this core")
-    parser.add_argument("--setups", default="single,separate3")
+    parser.add_argument("--setups", default="single,separate3,recurrent2")
     parser.add_argument("--parts", action="store_true", help="also time sampling and the step alone")
     parser.add_argument("--check-steps", type=int, default=0, help="also compare parameters after N steps")
     args = parser.parse_args()

@@ -43,7 +43,7 @@ def test_query_column_path_and_its_gradient_equal_explicit_attention(heads, d_y,
         tokens[:, -1, -d_y:] = 0
         target = torch.randn(16, d_y, generator=gen).to(dtype)
         # The path under test is taken for narrow first layers only (``_gram_pays``): say which case this is.
-        assert lsa._gram_pays(tokens) == (width <= lsa.GRAM_MAX_WIDTH)
+        assert lsa._gram_pays(tokens, first=True) == (width <= lsa.GRAM_MAX_WIDTH)
         fast = model(tokens)
         slow = _explicit_prediction(model, tokens)
         scale = slow.abs().max().item()
@@ -56,10 +56,30 @@ def test_query_column_path_and_its_gradient_equal_explicit_attention(heads, d_y,
 
 def test_gram_path_is_not_taken_for_a_context_that_needs_gradients():
     context = torch.randn(4, 5, 8, requires_grad=True)
-    assert not lsa._gram_pays(context)
+    assert not lsa._gram_pays(context, first=True)
+    assert not lsa._gram_pays(context.detach(), first=False)  # a later layer's context carries the earlier ones'
     with torch.no_grad():
-        assert lsa._gram_pays(context)
-    assert not lsa._gram_pays(torch.randn(4, 5, lsa.GRAM_MAX_WIDTH + 1))
+        assert lsa._gram_pays(context, first=True) and lsa._gram_pays(context, first=False)
+    assert lsa._gram_pays(context.detach(), first=True)
+    assert not lsa._gram_pays(torch.randn(4, 5, lsa.GRAM_MAX_WIDTH + 1), first=True)
+
+
+@pytest.mark.parametrize("layers,through_c", [(1, 1), (2, 0)])
+def test_seeds_in_one_batch_take_the_lone_models_path(monkeypatch, layers, through_c):
+    """Inside ``torch.func.vmap`` (``SeedEnsemble``) every tensor reads ``requires_grad`` False: the stacked model
+    must still keep a later layer off the path through C, as the lone model does (catches the path chosen from
+    ``requires_grad``: the stacked two-layer model's step then ran through C, about 1.5x slower)."""
+    from icl_gd.regression.ensemble import SeedEnsemble
+
+    calls = []
+    real = lsa._query_columns_update
+    monkeypatch.setattr(lsa, "_query_columns_update", lambda *args: calls.append(1) or real(*args))
+    models = [LSAModel(LSAConfig(d_model=11, n_layers=layers), seed=s) for s in range(3)]
+    tokens = torch.randn(3, 8, 11, 11)
+    models[0](tokens[0]).sum().backward()
+    lone = len(calls)
+    SeedEnsemble(models)(tokens).sum().backward()
+    assert lone == through_c and len(calls) - lone == through_c
 
 
 @pytest.mark.parametrize("name,decay", [("adamw", 0.0), ("adamw", 0.1), ("adam", 0.01)])

@@ -118,10 +118,13 @@ def _split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch
 GRAM_MAX_WIDTH = 16  # measured: through C at width 12 a step is ~1.4x faster; at 40, C's O(N W²) costs more
 
 
-def _gram_pays(context: torch.Tensor) -> bool:
+def _gram_pays(context: torch.Tensor, first: bool) -> bool:
     """Whether ``_query_columns_update`` (through C) beats the elementwise query path: narrow tokens that are data
-    (a first layer: no gradient flows into the context, so C needs no backward pass)."""
-    return context.shape[-1] <= GRAM_MAX_WIDTH and not (torch.is_grad_enabled() and context.requires_grad)
+    (``first``: a first layer's context, no gradient flows into it, so C needs no backward pass). A later layer's
+    context carries the gradient of the layers before it: that is read from the layer's place, not from
+    ``requires_grad`` alone, which reads False inside ``torch.func.vmap`` (seeds in one batch, ``ensemble.py``)."""
+    carries_grad = context.requires_grad or not first
+    return context.shape[-1] <= GRAM_MAX_WIDTH and not (torch.is_grad_enabled() and carries_grad)
 
 
 def _query_columns_update(context: torch.Tensor, query: torch.Tensor, KQ_t: torch.Tensor, PV_rows: torch.Tensor,
@@ -192,7 +195,8 @@ class LSALayer(nn.Module):
         return nn.functional.pad(KQ, pad), nn.functional.pad(self.P @ self.W_V, pad)
 
     def _linear_split_update(self, context: torch.Tensor, query: torch.Tensor, update_context: bool,
-                            query_columns: slice | None = None) -> tuple[torch.Tensor | None, torch.Tensor]:
+                            query_columns: slice | None = None, first: bool = False,
+                            ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """Linear attention on tokens held apart: context (B, N, W) and query (B, W), W >= D zero-padded.
         Returns (ΔX (B, N, W) or None when ``update_context`` is False, Δq (B, W)), before damping.
 
@@ -207,13 +211,14 @@ class LSALayer(nn.Module):
 
         ``query_columns`` (with ``update_context`` False): Δq's columns in that slice only, (B, c), the ones a loss
         reads (ŷ's y slot). ``_query_columns_update`` computes them through C, with no pass over the (B, N, W)
-        context in the backward pass: one LSA layer's training step runs about 2x faster.
+        context in the backward pass: one LSA layer's training step runs about 2x faster. ``first``: the context is
+        the model's input (``_gram_pays``).
         """
         W = context.shape[-1]
         KQ, PV = self._linear_products(W)
         H = KQ.shape[0]
         KQ_t = KQ.transpose(1, 2).transpose(0, 1).reshape(W, H * W)  # [KQ_1ᵀ … KQ_Hᵀ]
-        if query_columns is not None and not update_context and _gram_pays(context):
+        if query_columns is not None and not update_context and _gram_pays(context, first):
             return None, _query_columns_update(context, query, KQ_t, PV[:, query_columns])
         PV_t = PV.transpose(1, 2).reshape(H * W, W)  # [PV_1ᵀ; …; PV_Hᵀ]
         if query_columns is not None:
@@ -324,7 +329,7 @@ class LSAModel(nn.Module):
             update_context = return_tokens or i < len(layers) - 1
             if not update_context:  # and only its y slot, which ŷ reads (ŷ = minus it, ``query_prediction``)
                 y_slot = slice(D - self.config.d_y, D)
-                _, d_y = layer._linear_split_update(context, query, False, query_columns=y_slot)
+                _, d_y = layer._linear_split_update(context, query, False, query_columns=y_slot, first=i == 0)
                 return -_add_damped(query[:, y_slot], d_y, layer.config.damping, clip)
             d_context, d_query = layer._linear_split_update(context, query, update_context)
             query = _add_damped(query, d_query, layer.config.damping, clip)
