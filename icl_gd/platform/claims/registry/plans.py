@@ -13,12 +13,13 @@ from icl_gd.platform.claims.model import VERIFY_STUDY, RunPlan
 # load 1-2).
 VERIFY = RunPlan(VERIFY_STUDY, estimate_s=5, quick_estimate_s=5)
 _QUICK_REGRESSION = ("n_test=2048", "n_tune=4096", "eval_every=500")
-SINGLE_LAYER = RunPlan("single-layer", seeds=3, quick_seeds=1, estimate_s=50,
+# Plans whose seed costs under about 2.5 CPU minutes (their runs' timings.json) run 10 seeds at the full budget.
+SINGLE_LAYER = RunPlan("single-layer", seeds=10, quick_seeds=1, estimate_s=50,
                        quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION), quick_estimate_s=45)
 # The multi-layer plans also tune GD++ as the authors do (Adam: 1000 steps for a recurrent stack, 30 000 for
 # separate layers; 200 under --quick), the tuning the paper's GD++ curves come from.
 _ADAM_RECURRENT, _ADAM_SEPARATE, _ADAM_QUICK = "gdpp_adam_steps=1000", "gdpp_adam_steps=30000", "gdpp_adam_steps=200"
-RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _ADAM_RECURRENT), seeds=3,
+RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _ADAM_RECURRENT), seeds=10,
                       quick_seeds=1, estimate_s=90, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                       quick_estimate_s=70)
 RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=3, quick_seeds=1,
