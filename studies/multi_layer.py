@@ -11,9 +11,10 @@ transforms, each trained layer's read-off transform and each trained layer's act
 ``conditioning.csv``). An honest "trained beats GD++": GD++ is also scored under the trained model's activation
 clipping and re-tuned from the schedule read off each trained model; ``trained_beats_gdpp_best`` is 1 only if the
 trained model beats the best of those on the test tasks. ``--set gdpp_adam_steps=...`` (the paper preset: their
-counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then Adam on fresh batches; ``*_gdpp_adam``), the
-tuning behind the paper's figures. ``--set block=transformer`` trains attention + LayerNorm
-+ MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same tasks, against the same GD and GD++.
+counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then Adam on fresh batches, activations clipped like
+the trained model's, as theirs; ``*_gdpp_adam``), the tuning behind the paper's figures. ``--set block=transformer``
+trains attention + LayerNorm + MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same
+tasks, against the same GD and GD++.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
         run.add_reference(name, predictor)
     gdpp_adam = authors_tuned_gdpp(run, tune) if config.adam_steps else None
     if gdpp_adam is not None:  # a second GD++ tuning: scored and drawn, not aligned at every evaluation
-        run.add_reference("gdpp_adam", GDPPPredictor(layout, gdpp_adam), align=False, curve="gdpp (authors' tuning)")
+        run.add_reference("gdpp_adam", GDPPPredictor(layout, gdpp_adam, clip=authors_clip(config, layout)),
+                          align=False, curve="gdpp (authors' tuning)")
     constructed = gdpp_model(layout.d_x, layout.d_y, config.task.n_context, gdpp.etas, gdpp.gammas,
                              recurrent=shared, dtype=torch.float32).to(run.device)
     x_test = run.test_batch.x_context.double()
@@ -140,10 +142,17 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     return run.finish(lambda mean: figures(run, mean))
 
 
+def authors_clip(config: MultiLayerConfig, layout: Any) -> float | None:
+    """The activation clipping of the authors' GD++ transformer: the trained model's (their ``config.clip`` serves
+    both; 10 from 4 layers on)."""
+    return config.model.lsa_config(layout).clip_activations
+
+
 def authors_tuned_gdpp(run: RegressionRun, tune: Any) -> GDPPParams:
     """GD++ tuned as the authors' ``pre_train_gd_hps`` (``tuning.tune_gdpp_adam``): the η scan on the held-out
     tuning tasks, then Adam on fresh batches of the tuning stream (steps 1, 2, ...; step 0 is the tuning set), with
-    their learning rate and gradient clipping for the depth."""
+    their learning rate, gradient clipping and activation clipping for the depth (the returned schedule is scored
+    under the same clipping)."""
     config = run.config
     K, ev = config.model.layers, config.evaluation
     task = run.token_task.task  # type: ignore[attr-defined]
@@ -154,7 +163,8 @@ def authors_tuned_gdpp(run: RegressionRun, tune: Any) -> GDPPParams:
 
     return tune_gdpp_adam((tune.x_context, tune.y_context, tune.x_query, tune.y_query), batch, K,
                           shared=config.model.shared_steps, adam_steps=config.adam_steps,
-                          lr=5e-4 if K > 3 else 1e-3, grad_clip=10.0 if K > 2 else 1e-3)
+                          lr=5e-4 if K > 3 else 1e-3, grad_clip=10.0 if K > 2 else 1e-3,
+                          clip=authors_clip(config, run.layout))
 
 
 def clipped_reference_losses(run: RegressionRun, gd: GDPPParams, gdpp: GDPPParams) -> dict[str, float]:

@@ -55,13 +55,18 @@ class GDPredictor(nn.Module):
 
 class GDPPPredictor(nn.Module):
     """K GD++ steps (``params``) from W0 (d_y, d_x) on each task's context, read from tokens of any ``layout``:
-    tokens (B, T, D) -> ŷ (B, d_y); float64 inside."""
+    tokens (B, T, D) -> ŷ (B, d_y); float64 inside. ``clip``: every token coordinate clamped to ±clip after each
+    step (``gd.gdpp_predictions_per_step``; W0 = 0 only), as the authors run GD++ beside a clipped model."""
 
-    def __init__(self, layout: ContextLayout, params: GDPPParams, W0: torch.Tensor | None = None) -> None:
+    def __init__(self, layout: ContextLayout, params: GDPPParams, W0: torch.Tensor | None = None,
+                 clip: float | None = None) -> None:
         super().__init__()
+        if clip is not None and not (clip > 0 and W0 is None):
+            raise ConfigError(f"a clipped GD++ predictor needs clip > 0 and W0 = 0, got clip {clip!r}")
         self.layout = layout
         self.params = params
         self.W0 = W0
+        self.clip = clip
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.predictions_per_step(tokens)[-1]
@@ -70,7 +75,7 @@ class GDPPPredictor(nn.Module):
         """(K+1, B, d_y) predictions after each of k = 0..K steps."""
         x, y, x_query, W0 = _split_float64(self.layout, tokens, self.W0)
         etas, gammas = self.params.etas, self.params.gammas
-        return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0).to(tokens.dtype)
+        return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0, self.clip).to(tokens.dtype)
 
 
 class InFloat64(nn.Module):

@@ -146,12 +146,20 @@ def gdpp_step(
 
 def gdpp_predictions_per_step(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, etas: Sequence[float] | torch.Tensor,
-    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None,
+    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None, clip: float | None = None,
 ) -> torch.Tensor:
-    """(K+1, B, d_y) predictions after each of k = 0..K GD++ steps; x (B, N, d), y (B, N, d_y), x_query (B, d)."""
+    """(K+1, B, d_y) predictions after each of k = 0..K GD++ steps; x (B, N, d), y (B, N, d_y), x_query (B, d).
+
+    ``clip``: after each step every token coordinate is clamped to ±clip, as the LSA stack with
+    ``clip_activations`` (and the authors' transformer with ``clip > 0``) clamps its token states after each layer:
+    the inputs x_j, the context's residuals r_i (their y slots) and the query's y slot, -ŷ. From W0 = 0 only (with a
+    W0 the y slots do not hold r and -ŷ)."""
     etas, gammas = as_steps(etas, "η"), as_steps(gammas, "γ")
     if len(etas) != len(gammas):
         raise ConfigError(f"GD++ needs as many η as γ, got {len(etas)} and {len(gammas)}")
+    if clip is not None and not (clip > 0 and W0 is None):
+        raise ConfigError(f"clipped GD++ needs clip > 0 and W0 = 0, got clip {clip!r}"
+                          f"{'' if W0 is None else ' and a W0'}")
     W = initial_weights(x, y, W0)
     x_all = torch.cat([x, x_query[:, None]], dim=1)
     prediction = (W @ x_query[..., None])[..., 0]
@@ -159,16 +167,18 @@ def gdpp_predictions_per_step(
     out = [prediction]
     for eta, gamma in zip(etas, gammas):
         x_all, r, prediction = gdpp_step(x_all, r, prediction, eta, gamma, W)
+        if clip is not None:
+            x_all, r, prediction = x_all.clamp(-clip, clip), r.clamp(-clip, clip), prediction.clamp(-clip, clip)
         out.append(prediction)
     return torch.stack(out)
 
 
 def gdpp_predict(
     x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, etas: Sequence[float] | torch.Tensor,
-    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None,
+    gammas: Sequence[float] | torch.Tensor, W0: torch.Tensor | None = None, clip: float | None = None,
 ) -> torch.Tensor:
-    """ŷ (B, d_y) after K = len(etas) GD++ steps."""
-    return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0)[-1]
+    """ŷ (B, d_y) after K = len(etas) GD++ steps (``clip``: as ``gdpp_predictions_per_step``)."""
+    return gdpp_predictions_per_step(x, y, x_query, etas, gammas, W0, clip)[-1]
 
 
 def gdpp_loss(
