@@ -53,7 +53,7 @@ FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch
 # App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step. norm_first_block: the authors'
 # code skips the first block's LayerNorm, so without it this one-block model had none (the bug of stop 18's run).
 LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false", "norm_first_block=true"),
-                      seeds=3,
+                      seeds=10,
                       quick_seeds=1, estimate_s=60, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                       quick_estimate_s=40)
 # Fig. 14(b): two layers, "where we skip the first LayerNorm and only include a LayerNorm between the two" (the
