@@ -137,3 +137,33 @@ def test_padded_split_is_the_previous_pad_then_copy(width):
     assert context.is_contiguous() and query.is_contiguous()
     (context.sum() + 2 * query.sum()).backward()  # the gradient still reaches the tokens: 1 on context, 2 on query
     assert torch.equal(tokens.grad, torch.cat([torch.ones(6, 8, 11), torch.full((6, 1, 11), 2.0)], dim=1))
+
+
+def test_a_seed_slice_inside_vmap_is_told_apart():
+    """``lsa._seed_batched`` picks the vmapped form of the narrow product; if torch stopped telling a vmapped slice
+    apart, seeds in one batch would silently fall back to the slower batched matrix-vector products."""
+    from torch.func import vmap
+
+    seen = []
+    vmap(lambda t: seen.append(lsa._seed_batched(t)) or t)(torch.zeros(3, 4))
+    assert seen == [True] and not lsa._seed_batched(torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize("heads,d_y", [(1, 1), (2, 2)])
+def test_the_vmapped_narrow_product_gives_each_seeds_lone_prediction_and_gradient(heads, d_y):
+    """The single layer's y slot through C, per seed inside vmap (Pᵀ Cᵀ) against each lone model (C P): the same
+    prediction and parameter gradient in float64 (catches a transpose or a head/column layout gone wrong)."""
+    from icl_gd.regression.ensemble import SeedEnsemble
+
+    config = LSAConfig(d_model=7, d_y=d_y, n_heads=heads, init_scale=3.0)
+    models = [LSAModel(config, seed=s).double() for s in range(3)]
+    tokens = torch.randn(3, 16, 9, 7, dtype=torch.float64)
+    tokens[..., -1, -d_y:] = 0
+    ensemble = SeedEnsemble(models)
+    stacked = ensemble(tokens)
+    grads = torch.autograd.grad(stacked.square().sum(), ensemble.parameters())
+    for i, model in enumerate(models):
+        lone = model(tokens[i])
+        torch.testing.assert_close(stacked[i], lone, rtol=1e-12, atol=1e-14)
+        for g, h in zip(grads, torch.autograd.grad(lone.square().sum(), list(model.parameters()))):
+            torch.testing.assert_close(g[i], h, rtol=1e-11, atol=1e-13 * h.abs().max().item())
