@@ -45,7 +45,7 @@ CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these fac
 @dataclass(frozen=True)
 class SingleLayerConfig(RegressionConfig):
     batched_seeds: bool = setting(False, "train all seeds as one batched model (each seed equals its lone run; "
-                                         "on a CPU no faster for one layer, see docs/performance.md)")
+                                         "on a CPU about as fast per seed, see docs/performance.md)")
     n_ood: int = setting(2_000, "tasks per point of each out-of-distribution sweep (ood.csv)")
     interpolation_points: int = setting(11, "mixing weights α in [0, 1] from trained (0) to constructed (1)")
     max_applications: int = setting(50, "one distinct layer: apply the trained layer up to this many times, GD "
