@@ -45,7 +45,7 @@ SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false", _A
                      quick_estimate_s=300)
 # App. A.12 / Fig. 16: one layer trained full-batch on a fixed set of M tasks (M = 128, 2048 and 8192, the figure's
 # (a), (c) and (d)); the single-layer budget, a step's cost growing with M.
-FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch_size={m}"), seeds=3, quick_seeds=1,
+FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch_size={m}"), seeds=10, quick_seeds=1,
                           estimate_s=50 * max(m, 512) / 2048 + 20,
                           quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION),
                           quick_estimate_s=45 * max(m, 512) / 2048 + 15)
