@@ -22,7 +22,7 @@ _ADAM_RECURRENT, _ADAM_SEPARATE, _ADAM_QUICK = "gdpp_adam_steps=1000", "gdpp_ada
 RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _ADAM_RECURRENT), seeds=10,
                       quick_seeds=1, estimate_s=90, quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                       quick_estimate_s=70)
-RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=3, quick_seeds=1,
+RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=10, quick_seeds=1,
                       estimate_s=100, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=95)
 # The plans below have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
 # by layers; N = 25, 50, 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers.
