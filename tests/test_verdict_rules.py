@@ -176,8 +176,13 @@ def test_the_full_budget_table_rejudged_meets_the_rules(tmp_path):
         if theirs["value"] and len(theirs["value"]["values"]) >= 3 and theirs["value"]["same_setup"]:
             assert theirs["verdict"] and theirs["agreement"] != "cannot tell", claim["id"]
     for rollout in ("vo-rollout-matches-gd", "vo-rollout-decreasing"):
-        assert by_id[rollout]["authors_code"]["agreement"] == "differs"
-        assert "not finite" in by_id[rollout]["authors_code"]["note"]
+        # judged on one test draw, a seed could be infinite, and the codes then differ; a seed's median over
+        # independent draws (OverDraws) is finite, and on 10 seeds of ours the two codes agree
+        if all(isinstance(v, (int, float)) for v in by_id[rollout]["values"]):
+            assert by_id[rollout]["authors_code"]["agreement"] == "agrees", rollout
+        else:
+            assert by_id[rollout]["authors_code"]["agreement"] == "differs"
+            assert "not finite" in by_id[rollout]["authors_code"]["note"]
     for degenerate in ("vo-recurrent10-gdpp-aligned", "vo-deep-separate-gdpp-loss", "vo-deep-separate-gdpp-aligned"):
         assert by_id[degenerate]["verdict"] == "no valid reference", degenerate
     # their diverged K = 10 seed and their plateau seeds are flagged
