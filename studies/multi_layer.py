@@ -8,9 +8,8 @@ past its training depth, with damping, against GD and GD++ run as long.
 
 GD++ as a curvature correction: the condition number of the context covariance X Xᵀ after each of GD++'s input
 transforms, each trained layer's read-off transform and each trained layer's actual token states (``cond_*``,
-``conditioning.csv``). An honest "trained beats GD++": GD++ is also scored under the trained model's activation
-clipping and re-tuned from the schedule read off each trained model; ``trained_beats_gdpp_best`` is 1 only if the
-trained model beats the best of those on the test tasks. ``--set gdpp_adam_steps=...`` (the paper preset: their
+``conditioning.csv``). GD++ is also scored under the trained model's activation clipping and re-tuned from the
+schedule read off each trained model; ``trained_beats_gdpp_best``: the trained model beats the best of those. ``--set gdpp_adam_steps=...`` (the paper preset: their
 counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then Adam on fresh batches, activations clipped like
 the trained model's, as theirs; ``*_gdpp_adam``), the tuning behind the paper's figures. ``--set block=transformer``
 trains attention + LayerNorm + MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same

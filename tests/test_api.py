@@ -74,7 +74,7 @@ def test_metrics_and_config_are_the_files_on_disk(quickstart):
 def test_table_is_the_csv_read_independently(quickstart):
     _, out, _, _ = quickstart
     run = load_run(out)
-    assert run.tables == ("curves", "depth", "interpolation", "ood")
+    assert run.tables == ("curves", "depth", "interpolation", "ood", "rollout_draws", "rollout_tasks")
     with open(out / "curves.csv") as handle:
         rows = list(csv.DictReader(handle))
     frame = run.table("curves")
