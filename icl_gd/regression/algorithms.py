@@ -156,7 +156,7 @@ def tune_preconditioner(
         raise ConfigError(f"n_steps must be a positive integer, got {n_steps!r}")
     x, y, x_query, y_query = _float64(x, y, x_query, y_query)
     d = x.shape[-1]
-    start = eta * torch.eye(d, dtype=torch.float64)
+    start = eta * torch.eye(d, dtype=torch.float64, device=x.device)
     A = start.clone().requires_grad_(True)
     ones = (1.0,) * n_steps
 
