@@ -1,7 +1,7 @@
 """Benchmark: each set-up's measured training step beside its products floor (and the authors' step), on one core.
 
     python benchmarks/bench_floor.py [--quick] [--core 0] [--steps 10] [--rounds 3] [--peak measure|GFLOPS]
-        [--json /tmp/bench_floor.json] [--authors-ms single=22.65,sine=370]
+        [--set training.compile=true ...] [--json /tmp/bench_floor.json] [--authors-ms single=22.65,sine=370]
         [--authors-dir .../transformers_learn_icl_by_gd --jax-python /tmp/jaxenv/bin/python]
 
 Set-ups: one LSA layer (single-layer), three and five separate layers and ten recurrent layers (multi-layer, the
@@ -53,11 +53,12 @@ SETUPS = {
 DUAL = "dual-image"  # the image dual form's recorded step (bench_dual.py's)
 
 
-def regression_setup(name: str):
-    """(FLOPs a step, ``timer(n)`` -> seconds of n steps of fresh models) of a regression set-up."""
+def regression_setup(name: str, extra: tuple[str, ...] = ()):
+    """(FLOPs a step, ``timer(n)`` -> seconds of n steps of fresh models) of a regression set-up, its config with
+    ``extra`` overrides (``KEY=VALUE``, e.g. ``training.compile=true``) on top of the set-up's."""
     study_name, preset, overrides, _ = SETUPS[name]
     study = REGISTRY.get(study_name)
-    works = study.training_work(resolve_study_config(study, preset, (*overrides, "seeds=1")))
+    works = study.training_work(resolve_study_config(study, preset, (*overrides, *extra, "seeds=1")))
     flops = sum(step_flops(w) for w in works)
 
     def timer(n: int) -> float:
@@ -103,6 +104,9 @@ def main() -> None:
     parser.add_argument("--setups", default=",".join([*SETUPS, DUAL]))
     parser.add_argument("--steps", type=int, default=10, help="steps a timed block")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each timing every set-up once")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override of every regression set-up (repeatable), e.g. training.compile=true: "
+                             "a compiled step is timed after the warm-up has built it")
     parser.add_argument("--peak", default="measure", help="'measure' or this core's GEMM peak in GFLOP/s")
     parser.add_argument("--json", type=Path, default=Path(tempfile.gettempdir()) / "bench_floor.json",
                         help="where the figures go (default: bench_floor.json in the temporary directory)")
@@ -126,7 +130,7 @@ def main() -> None:
 
     timers, flops, workers, authors = {}, {}, {}, {}
     for name in names:
-        flops[name], timers[name] = dual_setup() if name == DUAL else regression_setup(name)
+        flops[name], timers[name] = dual_setup() if name == DUAL else regression_setup(name, tuple(args.overrides))
         if args.authors_dir is not None and name in AUTHORS_SETUPS:
             workers[name], authors[name] = authors_worker(name, args.authors_dir, args.jax_python)
     for name in names:  # warm-up
@@ -156,10 +160,12 @@ def main() -> None:
     uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     header = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "torch": torch.__version__,
               "core": args.core, "peak_gflops": peak, "peak_source": peak_source, "steps": steps, "rounds": rounds,
-              "quick": args.quick, "load_start": load_start, "load_end": os.getloadavg(), "uptime": uptime,
+              "quick": args.quick, "overrides": args.overrides, "load_start": load_start,
+              "load_end": os.getloadavg(), "uptime": uptime,
               "seconds": time.perf_counter() - started}
     print(f"# {header['date']}, torch {header['torch']}, core {args.core}, float32 GEMM peak {peak:.1f} GFLOP/s "
-          f"({peak_source}); {rounds} round(s) x {steps} steps, median ms a step; load {load_start} -> "
+          f"({peak_source}); {rounds} round(s) x {steps} steps, median ms a step"
+          f"{'; --set ' + ' '.join(args.overrides) if args.overrides else ''}; load {load_start} -> "
           f"{header['load_end']}")
     print("| set-up | GFLOP a step (products) | floor ms | icl-gd ms | icl-gd / floor | authors ms | authors / floor |")
     print("|---|---|---|---|---|---|---|")
