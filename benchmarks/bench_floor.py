@@ -37,6 +37,7 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from bench_vs_authors import AUTHORS_SETUPS, authors_worker  # noqa: E402
 
+from icl_gd.core.errors import ConfigError  # noqa: E402
 from icl_gd.core.study import resolve_study_config  # noqa: E402
 from icl_gd.platform.floor import matmul_flops, measure_peak_gflops, step_flops  # noqa: E402
 from icl_gd.studies import REGISTRY  # noqa: E402
@@ -130,7 +131,10 @@ def main() -> None:
 
     timers, flops, workers, authors = {}, {}, {}, {}
     for name in names:
-        flops[name], timers[name] = dual_setup() if name == DUAL else regression_setup(name, tuple(args.overrides))
+        try:
+            flops[name], timers[name] = dual_setup() if name == DUAL else regression_setup(name, tuple(args.overrides))
+        except ConfigError as error:  # a mistyped --set: one line, not a traceback
+            raise SystemExit(f"bench_floor: {name}: {error}")
         if args.authors_dir is not None and name in AUTHORS_SETUPS:
             workers[name], authors[name] = authors_worker(name, args.authors_dir, args.jax_python)
     for name in names:  # warm-up
