@@ -22,16 +22,15 @@ _FOLLOWS = ("their eval_similarity.py (matched step = argmax of the mean error c
 # 0.394 at layer 8), so it said nothing about which algorithm a layer runs; at 5000 x 2048 the same seed trains
 # (0.776 at layer 1, 0.055 at layer 8; 22 min wall at load 5-6, about 9 CPU minutes). tuned_steps=32: at 16 the
 # GD++ and preconditioned-GD matches of its last layers sat on the grid's end (16), so the count was censored.
-# Estimates: wall seconds of one seed on this project's 2-core machine, the short budget timed at load 15-18 (four
-# other helpers' work), the full one scaled from the 22-minute run above to an idle machine.
+# Estimates: CPU seconds of one seed, measured (the full budget's kept runs, one --quick reproduction; plans.py).
 _QUICK = ("steps=1000", "batch_size=512", "n_tune=1024")  # appended to _FULL: the later value wins
 _FULL = ("steps=5000", "batch_size=2048", "tuned_steps=32")
-WHICH_ALGORITHM = RunPlan("which-algorithm", overrides=_FULL, seeds=3, quick_seeds=1, estimate_s=600,
-                          quick_overrides=_QUICK, quick_estimate_s=300)
+WHICH_ALGORITHM = RunPlan("which-algorithm", overrides=_FULL, seeds=3, quick_seeds=1, estimate_s=415,
+                          quick_overrides=_QUICK, quick_estimate_s=25)
 WHICH_ALGORITHM_SEPARATE = RunPlan("which-algorithm", overrides=("recurrent=false", *_FULL), seeds=3, quick_seeds=1,
-                                   estimate_s=900, quick_overrides=_QUICK, quick_estimate_s=400)
+                                   estimate_s=435, quick_overrides=_QUICK, quick_estimate_s=19)
 WHICH_ALGORITHM_ILL = RunPlan("which-algorithm", overrides=("kappa=20", *_FULL), seeds=3, quick_seeds=1,
-                              estimate_s=600, quick_overrides=_QUICK, quick_estimate_s=300)
+                              estimate_s=439, quick_overrides=_QUICK, quick_estimate_s=22)
 
 
 _NEWTON_QUOTE = ("predictions from successive Transformer layers closely match different iterations of Newton's "
