@@ -8,10 +8,10 @@ past its training depth, with damping, against GD and GD++ run as long.
 
 GD++ as a curvature correction: the condition number of the context covariance X Xᵀ after each of GD++'s input
 transforms, each trained layer's read-off transform and each trained layer's actual token states (``cond_*``,
-``conditioning.csv``). GD++ is also scored under the trained model's activation clipping and re-tuned from the
-schedule read off each trained model; ``trained_beats_gdpp_best``: the trained model beats the best of those. ``--set gdpp_adam_steps=...`` (the paper preset: their
-counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then Adam on fresh batches, activations clipped like
-the trained model's, as theirs; ``*_gdpp_adam``), the tuning behind the paper's figures. ``--set block=transformer``
+``conditioning.csv``). GD++ is also scored under the trained model's clipping and re-tuned from each trained
+model's read-off schedule; ``trained_beats_gdpp_best``: the trained model beats the best of those. ``--set
+gdpp_adam_steps=...`` (the paper preset: their counts) adds GD++ tuned as the authors tune it (a grid-scanned η, then
+Adam on fresh batches, clipped like the trained model, as theirs; ``*_gdpp_adam``). ``--set block=transformer``
 trains attention + LayerNorm + MLP blocks (``icl_gd.regression.transformer``) instead of LSA layers, on the same
 tasks, against the same GD and GD++.
 """
@@ -329,9 +329,9 @@ def figures(run: RegressionRun, mean: dict[str, Any]):
 
 
 def paper_config() -> MultiLayerConfig:
-    """The authors' notebook (constructed_token_setup): one seed, 1000 tasks per OOD point, the trained tied
-    layer run past its depth with damping 0.75 updating y only, GD++ also tuned their way; every training and test setting is already theirs
-    (the depth rules, batch 2048, 10 000 test tasks, an evaluation every 100 steps)."""
+    """The authors' notebook (constructed_token_setup): one seed, 1000 tasks per OOD point, the tied layer run
+    past its depth with damping 0.75 updating y only, GD++ also tuned their way; every training and test setting is
+    already theirs (the depth rules, batch 2048, 10 000 test tasks, an evaluation every 100 steps)."""
     return MultiLayerConfig(evaluation=EvaluationConfig(seeds=1), n_ood=1000, dampings=(0.75,), iterate_update="y",
                             gdpp_adam_steps=None)
 

