@@ -25,6 +25,7 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
+from icl_gd.core.errors import ConfigError
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.layer import DualLayer, UnitBlock
@@ -348,7 +349,7 @@ def table1_metrics(prefix: str, votes: np.ndarray, predictions: np.ndarray, labe
 class TheirScoreTotals:
     """Σ_u |k_u·q| per training class for queries ``(nq, in)``: the authors' vote score (their ``get_all_scores``
     scores |x·q|, with no +1 for the bias's augmented key, which ours adds), a ``Scorer`` fed block by block on
-    ``score_queries``'s pass. One more product per block of units: what the +1 changes in Table 1."""
+    ``score_queries``'s pass, from the pass's own k·q (the same queries): what the +1 changes in Table 1."""
 
     def __init__(self, queries: np.ndarray, n_classes: int) -> None:
         self.q = torch.as_tensor(np.asarray(queries), dtype=torch.float32)  # (nq, in)
@@ -356,8 +357,11 @@ class TheirScoreTotals:
         self.totals = torch.zeros(self.q.shape[0], n_classes, dtype=torch.float64)
 
     def add(self, block: UnitBlock, attention: torch.Tensor | None = None,
-            contribution: torch.Tensor | None = None) -> None:
-        scores = (self.q @ readonly_tensor(block.key).T).abs_()  # (nq, b)
+            contribution: torch.Tensor | None = None, dot: torch.Tensor | None = None) -> None:
+        """``dot (nq, b)``: the pass's k·q for these same queries (not computed again), else computed here."""
+        if dot is not None and dot.shape[0] != self.q.shape[0]:
+            raise ConfigError(f"the pass scores {dot.shape[0]} queries, these totals are for {self.q.shape[0]}")
+        scores = (self.q @ readonly_tensor(block.key).T).abs_() if dot is None else dot.abs()  # (nq, b)
         onehot = one_hot(block.label, self.n_classes, "classes", torch.float32)  # (b, C)
         self.totals += (scores @ onehot).to(torch.float64)  # block sums in float32, totals in float64
 

@@ -8,8 +8,8 @@ augmented key [x; 1].
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -99,6 +99,7 @@ class DualLayer:
     initial_scale_b: float
     coef_w: np.ndarray  # (T,)
     coef_b: np.ndarray  # (T,)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -148,35 +149,45 @@ class DualLayer:
         return key, value, bias
 
     def compact_keys(self) -> tuple[np.ndarray, np.ndarray]:
-        """Compressed layers: ``(example ids (E,), keys (E, in))`` sorted by example id, in RAM."""
-        table = self.store.table("keys")
-        ids = table.column("example")
-        order = np.argsort(ids, kind="stable")
-        return ids[order], table.column("key")[order]
+        """Compressed layers: ``(example ids (E,), keys (E, in))`` sorted by example id, in RAM (read once per
+        layer and kept: every pass over the units gathers from them). Read-only: callers copy what they change."""
+        if "keys" not in self._cache:
+            table = self.store.table("keys")
+            ids = table.column("example")
+            order = np.argsort(ids, kind="stable")
+            ids, keys = ids[order], table.column("key")[order]
+            ids.flags.writeable = keys.flags.writeable = False
+            self._cache["keys"] = (ids, keys)
+        return self._cache["keys"]
 
-    def blocks(self, block_rows: int = 32768, dtype: str = "float64") -> Iterator[UnitBlock]:
-        """Every unit, block by block; keys and values converted to ``dtype``."""
+    def blocks(self, block_rows: int = 32768, dtype: str = "float64",
+               select: Callable[[UnitProvenance], np.ndarray] | None = None) -> Iterator[UnitBlock]:
+        """Every unit, block by block; keys and values converted to ``dtype``. With ``select`` (a block's
+        provenance -> a boolean mask ``(b,)``) only the units it picks, read and converted after the mask: a
+        block it picks nothing from costs its provenance columns only."""
         rows = self.store.table("rows")
         compressed = bool(self.store.info["compressed"])
         names = ["error", *PROVENANCE_FIELDS] + ([] if compressed else ["key"])
         if compressed:
             ids, keys = self.compact_keys()
         for start, block in rows.blocks(names, block_rows):
-            step = np.asarray(block["step"])
-            error = np.asarray(block["error"], dtype=dtype)
-            example = np.asarray(block["example"])
+            provenance = UnitProvenance(**{f: np.asarray(block[f]) for f in PROVENANCE_FIELDS})
+            row = np.arange(start, start + len(provenance.step))
+            error, key = block["error"], None if compressed else block["key"]
+            if select is not None:
+                picked = np.asarray(select(provenance), dtype=bool)
+                if not picked.any():
+                    continue
+                if not picked.all():
+                    provenance = UnitProvenance(**{f: getattr(provenance, f)[picked] for f in PROVENANCE_FIELDS})
+                    row, error, key = row[picked], error[picked], None if compressed else key[picked]
+            step, error = provenance.step, np.asarray(error, dtype=dtype)
             if compressed:
-                pos = np.searchsorted(ids, example)
-                key = keys[pos]
-            else:
-                key = block["key"]
+                key = keys[np.searchsorted(ids, provenance.example)]
             value = error * self._step_coef(self.coef_w, step).astype(dtype)[:, None]
             bias_value = error * self._step_coef(self.coef_b, step).astype(dtype)[:, None] if self.has_bias else None
-            yield UnitBlock(
-                row=np.arange(start, start + len(step)), key=np.asarray(key, dtype=dtype), value=value,
-                bias_value=bias_value, example=example, label=np.asarray(block["label"]),
-                task=np.asarray(block["task"]), step=step, epoch=np.asarray(block["epoch"]),
-            )
+            yield UnitBlock(row=row, key=np.asarray(key, dtype=dtype), value=value, bias_value=bias_value,
+                            **{f: getattr(provenance, f) for f in PROVENANCE_FIELDS})
 
     def example_values(self, block_rows: int = 32768) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """Compressed layers: ``(example ids (E,), Σ_s v (E, out), Σ_s v^b (E, out))``, summed in float64.

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from icl_gd.dual.layer import DualLayer, UnitBlock
+from icl_gd.dual.layer import DualLayer, UnitProvenance
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,9 @@ class UnitSelection:
     epochs: tuple[int, ...] | None = None
     steps: tuple[int, int] | None = None
 
-    def mask(self, block: UnitBlock) -> np.ndarray:
-        keep = np.ones(len(block.row), dtype=bool)
+    def mask(self, block: UnitProvenance) -> np.ndarray:
+        """Which of a block's units (its provenance, ``(b,)`` each) the selection picks, ``(b,)`` booleans."""
+        keep = np.ones(len(block.step), dtype=bool)
         for values, column in ((self.examples, block.example), (self.classes, block.label),
                                (self.tasks, block.task), (self.epochs, block.epoch)):
             if values is not None:
@@ -43,12 +44,11 @@ def removal_delta(layer: DualLayer, selection: UnitSelection, block_rows: int = 
     d_in, d_out = int(layer.store.info["in_features"]), int(layer.store.info["out_features"])
     dW = np.zeros((d_out, d_in))
     db = np.zeros(d_out) if layer.has_bias else None
-    for block in layer.blocks(block_rows):
-        m = selection.mask(block)
-        if m.any():
-            dW += block.value[m].T @ block.key[m]
-            if db is not None:
-                db += block.bias_value[m].sum(axis=0)
+    # The mask is read before any key or value is converted, so a restriction to a few steps reads little.
+    for block in layer.blocks(block_rows, select=selection.mask):
+        dW += block.value.T @ block.key
+        if db is not None:
+            db += block.bias_value.sum(axis=0)
     return dW, db
 
 

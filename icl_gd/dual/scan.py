@@ -13,11 +13,11 @@ predictions do without a set of units: ``icl_gd.dual.removal``.
 
 from __future__ import annotations
 
+import inspect
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
-
-import warnings
 
 import numpy as np
 import torch
@@ -121,16 +121,26 @@ class UnitScan:
 class Scorer(Protocol):
     """What a pass over a layer's units feeds, block by block: ``add(block, attention, contribution)`` gets the
     block of units (read-only) with its ``(nq, b)`` attention |a_u| and contribution c_u (overwritten after the
-    call: copy what must outlive it). Any number of scorers ride on one pass, so the units are read once."""
+    call: copy what must outlive it). A scorer whose ``add`` also takes ``dot`` gets the plain products k_u·q
+    (no +1 for the bias's augmented key) as well, read-only, so it need not compute them again. Any number of
+    scorers ride on one pass, so the units are read, and k·q computed, once."""
 
     def add(self, block: UnitBlock, attention: torch.Tensor, contribution: torch.Tensor) -> None: ...
 
 
 @dataclass(frozen=True)
 class ScoreFunction:
-    """A plain function ``add(block, attention, contribution)`` as a ``Scorer``."""
+    """A plain function ``add(block, attention, contribution)`` (or with ``dot`` too) as a ``Scorer``."""
 
-    add: Callable[[UnitBlock, torch.Tensor, torch.Tensor], None]
+    add: Callable[..., None]
+
+
+def _takes_dot(scorer: Scorer) -> bool:
+    """Whether ``scorer.add`` accepts the ``dot`` keyword (the plain k·q products)."""
+    try:
+        return "dot" in inspect.signature(scorer.add).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def scan_units(
@@ -174,7 +184,9 @@ def scan_units(
     # Blocks are laid out (nq, b): per-query reductions and top-k then run along contiguous memory. The (nq, b)
     # work matrices are allocated once: fresh 100 MB tensors per block cost more in page faults than the
     # arithmetic on them.
+    takes_dot = [_takes_dot(scorer) for scorer in scorers]
     raw_buffer = torch.empty(nq * block_rows, dtype=dtype)
+    attention_buffer = torch.empty(nq * block_rows, dtype=dtype)
     contribution_buffer = torch.empty(nq * block_rows, dtype=dtype)
     bias_buffer = torch.empty(nq * block_rows if layer.has_bias and not shared_coefficients else 0, dtype=dtype)
     for block in layer.blocks(block_rows, dtype=str(dtype).removeprefix("torch.")):
@@ -188,21 +200,24 @@ def scan_units(
         else:
             raw.copy_(torch.mm(q_low, key.to(q_low.dtype).T))
         contribution = torch.mm(r, torch.from_numpy(block.value).T, out=contribution_buffer[: nq * b].view(nq, b))
+        # k·q stays in ``raw`` for the scorers; a_u = k_u·q + 1 (+1 for the bias's augmented key) beside it.
+        signed = torch.add(raw, offset, out=attention_buffer[: nq * b].view(nq, b))
         if block.bias_value is not None and not shared_coefficients:
             bias = torch.mm(r, torch.from_numpy(block.bias_value).T, out=bias_buffer[: nq * b].view(nq, b))
             contribution.mul_(raw).add_(bias)  # (r·v_u)(k_u·q) + r·v^b_u
-            raw.add_(offset)
         else:
             # Weight and bias share coefficients (v^b = v): c_u = (r·v_u)([k_u; 1]·[q; 1]) = (r·v_u) a_u.
-            raw.add_(offset)
-            contribution.mul_(raw)
-        attention = raw.abs_()  # |a_u| = |k_u·q + 1| (+1 for the bias's augmented key)
+            contribution.mul_(signed)
+        attention = signed.abs_()  # |a_u|
         top_att.merge(attention, first)
         top_pro.merge(contribution, first)
         if top_opp is not None:
             top_opp.merge(contribution, first, largest=False)
-        for scorer in scorers:
-            scorer.add(block, attention, contribution)
+        for scorer, dot in zip(scorers, takes_dot):
+            if dot:
+                scorer.add(block, attention, contribution, dot=raw)
+            else:
+                scorer.add(block, attention, contribution)
         xlogx += attention.xlogy_(attention).sum(1).to(torch.float64)  # last: overwrites attention
     prov = {f: np.concatenate(v) if v else np.zeros(0, np.int64) for f, v in provenance.items()}
     return UnitScan(top_att.result(prov), top_pro.result(prov),
