@@ -63,3 +63,19 @@ def dense_scores(layer: DualLayer, queries: np.ndarray, readouts: np.ndarray) ->
     attention = np.abs(raw + (1.0 if layer.has_bias else 0.0))
     prov = {f: np.concatenate([getattr(b, f) for b in blocks]) for f in PROVENANCE_FIELDS}
     return attention, contribution, prov
+
+
+def iterated_predictions_loop(layer, tokens, n_applications: int, damping: float, update: str, d_y: int) -> list:
+    """ŷ after each of 1..n applications of ``layer``, the plain way: the whole update of the whole tokens on every
+    application, e <- e + λ·Δ(e) (Δ's y slots only with ``update="y"``), as ``iteration.iterated_predictions``."""
+    import torch
+
+    e, out = tokens, []
+    with torch.no_grad():
+        for _ in range(n_applications):
+            delta = damping * layer.attention_update(e)
+            if update == "y":
+                delta = torch.cat([torch.zeros_like(delta[..., :-d_y]), delta[..., -d_y:]], dim=-1)
+            e = e + delta
+            out.append(-e[:, -1, -d_y:])
+    return out

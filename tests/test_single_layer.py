@@ -11,6 +11,7 @@ from icl_gd.core.config import apply_overrides
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predictions_per_step, gdpp_predictions_per_step
 from icl_gd.regression.iteration import iterated_predictions
+from icl_gd.regression.lsa import LSAConfig, LSALayer
 from icl_gd.core.results import read_json
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import ConcatLayout
@@ -147,3 +148,24 @@ def test_batched_seeds_give_each_seed_its_sequential_run(tmp_path):
     for key, value in lone_curves.items():
         assert batched_curves[key] == pytest.approx(value, rel=1e-4, abs=1e-7), key
     assert len({lone[s]["loss_trained"] for s in lone}) == 3  # the seeds really differ
+
+
+@pytest.mark.parametrize("update", ["y", "all"])
+@pytest.mark.parametrize("heads,d,n,d_y", [(1, 10, 100, 1), (2, 5, 7, 2), (1, 3, 20, 1)])
+def test_linear_roll_out_gives_the_bits_of_the_whole_update_loop(update, heads, d, n, d_y):
+    """The linear roll-out (context and query padded once, updated in place) against the plain loop over whole
+    tokens: the same products on the same inputs, so the same bits, until and after some tasks overflow (a
+    damping of 3 on an unstable layer). Catches a padded column that stops being zero, the damping applied
+    after the sum, or x slots moved in "y" mode."""
+    from oracles import iterated_predictions_loop
+
+    task = LinearRegressionTask(d=d, n_context=n, d_y=d_y)
+    tokens = ConcatLayout(d, d_y).tokens(task.sample(64, seed=1, stream=Stream.TEST, dtype=torch.float32))
+    layer = LSALayer(LSAConfig(d_model=d + d_y, d_y=d_y, n_heads=heads, init_scale=0.5),
+                     torch.Generator().manual_seed(3))
+    for damping, steps in ((0.75, 12), (3.0, 40)):
+        got = torch.stack(iterated_predictions(layer, tokens, steps, damping, update, d_y))
+        want = torch.stack(iterated_predictions_loop(layer, tokens, steps, damping, update, d_y))
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+        assert torch.isfinite(got[0]).all()
+    assert not torch.isfinite(got[-1]).all()  # the unstable roll-out did overflow
