@@ -9,7 +9,8 @@ augmented key [x; 1].
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -99,7 +100,6 @@ class DualLayer:
     initial_scale_b: float
     coef_w: np.ndarray  # (T,)
     coef_b: np.ndarray  # (T,)
-    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -151,14 +151,16 @@ class DualLayer:
     def compact_keys(self) -> tuple[np.ndarray, np.ndarray]:
         """Compressed layers: ``(example ids (E,), keys (E, in))`` sorted by example id, in RAM (read once per
         layer and kept: every pass over the units gathers from them). Read-only: callers copy what they change."""
-        if "keys" not in self._cache:
-            table = self.store.table("keys")
-            ids = table.column("example")
-            order = np.argsort(ids, kind="stable")
-            ids, keys = ids[order], table.column("key")[order]
-            ids.flags.writeable = keys.flags.writeable = False
-            self._cache["keys"] = (ids, keys)
-        return self._cache["keys"]
+        return self._compact_keys
+
+    @cached_property
+    def _compact_keys(self) -> tuple[np.ndarray, np.ndarray]:
+        table = self.store.table("keys")
+        ids = table.column("example")
+        order = np.argsort(ids, kind="stable")
+        ids, keys = ids[order], table.column("key")[order]
+        ids.flags.writeable = keys.flags.writeable = False
+        return ids, keys
 
     def blocks(self, block_rows: int = 32768, dtype: str = "float64",
                select: Callable[[UnitProvenance], np.ndarray] | None = None) -> Iterator[UnitBlock]:

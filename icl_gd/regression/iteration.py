@@ -54,5 +54,5 @@ def _iterated_linear(layer: LSALayer, tokens: torch.Tensor, n_applications: int,
         d_context, d_query = layer._linear_split_update(context, query, update_context=True)
         context[..., columns].add_(d_context[..., columns].mul_(damping))  # λ·Δ, then e + λ·Δ, as the loop above
         query[:, columns].add_(d_query[:, columns].mul_(damping))
-        out.append(-query[:, D - d_y:D])  # ŷ = minus the query's y slot (a new tensor, not a view)
+        out.append(query_prediction(query[:, None], slice(D - d_y, D)))  # a new tensor, not a view
     return out
