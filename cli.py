@@ -282,8 +282,9 @@ def reproduce(
     progress: bool = PROGRESS,
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     peak: Optional[str] = typer.Option(None, "--peak", help="With --plan: one core's float32 matrix-product peak "
-                                       "in GFLOP/s for the products floor, or 'measure' (about 2 s, kept for this "
-                                       "machine's later plans); default: the kept measurement, else 72."),
+                                       "in GFLOP/s for the products floor (float64 products at half of it), or "
+                                       "'measure' (both precisions, about 4 s, kept for this machine's later "
+                                       "plans); default: the kept measurement, else 72."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
     update_readme: Optional[Path] = typer.Option(None, "--update-table", "--update-readme",
                                                  help="Also write the claims table between the claims-table markers "

@@ -47,7 +47,8 @@ from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext, Study
 from icl_gd.dual.analysis import TABLE1_SPLITS, Analysis, AnalysisConfig, analyse, table1_split
 from icl_gd.dual.classifier import TaskPairConfig
-from icl_gd.dual.settings import LAYERS, SETTINGS, ClassifierTrainingConfig, require_settings, train_setting
+from icl_gd.dual.settings import (LAYERS, SETTINGS, ClassifierTrainingConfig, require_settings, setting_work,
+                                  train_setting)
 from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
 
 from icl_gd.studies.dual_form_figures import setting_figures, summary_figures
@@ -208,4 +209,6 @@ STUDY = Study(
     presets={"paper": paper_config},
     headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
     memory=run_memory,
+    training_work=lambda config: [setting_work(config.training, s, tasks, config.data.single_task)
+                                  for tasks in [config.data.build()] for s in config.settings],
 )

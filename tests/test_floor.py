@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 import icl_gd.regression.study as regression_study
 from icl_gd.cli import app
+from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import resolve_study_config
 from icl_gd.platform.floor import (DEFAULT_PEAK_GFLOPS, Peak, machine_peak, matmul_flops, parse_peak, seed_flops,
                                    training_flops)
@@ -110,20 +111,72 @@ def test_the_declared_training_is_what_the_study_trains(study_name, preset, over
 
 
 def test_a_study_without_a_declared_training_has_no_model():
-    study = REGISTRY.get("dual-form")
+    study = REGISTRY.get("spotlights")
     assert training_flops(study, study.config()) is None
+
+
+_TINY_DUAL = ("data.dataset=digits", "data.second_task=permuted", "data.train_examples=150", "training.hidden=16",
+              "training.epochs=2", "training.batch_size=30", "analysis.n_queries=4", "seeds=1")
+
+
+@pytest.mark.parametrize("extra", [(), ("training.steps=3", "training.continual_phase_steps=2",
+                                        "training.grad_clip=1.0"), ("training.steps=50",)])  # 50: past 2 epochs
+def test_the_image_dual_form_declares_the_float64_steps_and_products_it_trains(tmp_path, monkeypatch, extra):
+    """Every recorded SGD step of a run, counted per trained MLP (a setting): as many steps as each setting
+    declares, each with the declared step's FLOPs (the recorder's own products included), in float64. (150 images
+    in mini-batches of 30: no short last batch, whose step would count fewer products than the declared one.)"""
+    import icl_gd.dual.training as dual_training
+
+    study = REGISTRY.get("dual-form")
+    overrides = (*_TINY_DUAL, *extra)
+    declared = training_flops(study, resolve_study_config(study, "default", overrides))
+    real, models, steps = dual_training.sgd_step, [], []  # the models kept alive: no id is reused
+
+    def counted(run, *args, **kwargs):
+        dtypes = frozenset(p.dtype for p in run.model.parameters())
+        result = []
+        flops = matmul_flops(lambda: result.append(real(run, *args, **kwargs)))
+        if not models or models[-1] is not run.model:
+            models.append(run.model)
+            steps.append([])
+        steps[-1].append((flops, dtypes))
+        return result[0]
+
+    monkeypatch.setattr(dual_training, "sgd_step", counted)
+    execute_run(REGISTRY, "dual-form", tmp_path / "run", "default", overrides, progress=False, figures=False)
+    assert [w.label for w in declared] == ["single MLP", "joint MLP", "continual MLP"]
+    assert all(w.precision == "float64" for w in declared)
+    assert [len(s) for s in steps] == [w.steps for w in declared]
+    assert [set(s) for s in steps] == [{(w.flops, frozenset({torch.float64}))} for w in declared]
 
 
 def test_the_peak_is_the_default_given_or_measured_and_kept(tmp_path, monkeypatch):
     cache = tmp_path / "peaks.json"
-    assert machine_peak(cache=cache).gflops == DEFAULT_PEAK_GFLOPS and not cache.exists()
-    measured = iter([55.5, 61.0])
-    monkeypatch.setattr("icl_gd.platform.floor.measure_peak_gflops", lambda: next(measured))
-    assert machine_peak(measure=True, cache=cache).gflops == 55.5
-    assert machine_peak(cache=cache).gflops == 55.5 and parse_peak(None, cache=cache).gflops == 55.5  # kept
-    assert parse_peak("measure", cache=cache).gflops == 61.0 and machine_peak(cache=cache).gflops == 61.0  # replaced
-    assert list(json.loads(cache.read_text()).values()) == [61.0]
-    assert parse_peak("40", cache=cache) == Peak(40.0, "given")
+    default = machine_peak(cache=cache)
+    assert (default.gflops, default.of("float64")) == (DEFAULT_PEAK_GFLOPS, DEFAULT_PEAK_GFLOPS / 2)
+    assert not cache.exists()
+    measured = iter([55.5, 30.5, 61.0, 28.0])
+    monkeypatch.setattr("icl_gd.platform.floor.measure_peak_gflops", lambda precision="float32": next(measured))
+    peak = machine_peak(measure=True, cache=cache)
+    assert (peak.gflops, peak.of("float64")) == (55.5, 30.5)
+    kept = machine_peak(cache=cache)
+    assert (kept.gflops, kept.of("float32"), kept.of("float64")) == (55.5, 55.5, 30.5)
+    assert parse_peak(None, cache=cache).of("float64") == 30.5
+    replaced = parse_peak("measure", cache=cache)
+    assert (replaced.gflops, replaced.of("float64")) == (61.0, 28.0) and machine_peak(cache=cache).gflops == 61.0
+    assert sorted(json.loads(cache.read_text()).values()) == [28.0, 61.0]
+    assert parse_peak("40", cache=cache) == Peak(40.0, "given") and parse_peak("40").of("float64") == 20.0
+
+
+def test_a_seed_s_floor_takes_each_training_at_the_peak_of_its_precision():
+    from icl_gd.platform.floor import WorkFlops, seed_floor_s
+
+    peak = Peak(80.0, "given", gflops64=25.0)
+    trainings = [WorkFlops("a", 10, 8 * 10 ** 9), WorkFlops("b", 4, 5 * 10 ** 9, "float64")]
+    assert seed_floor_s(trainings, peak) == pytest.approx(10 * 8 / 80 + 4 * 5 / 25)  # 1.0 + 0.8 s
+    assert seed_flops(trainings) == 100 * 10 ** 9
+    with pytest.raises(ConfigError, match="'float16' is not one of"):
+        peak.of("float16")
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "inf", "nan", ""])
@@ -143,34 +196,67 @@ def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_tota
 
     from icl_gd.core.timing import append_attempt
 
-    claims = select_claims(["vo-single-loss", "irie-table1-correct"])
+    claims = select_claims(["vo-single-loss", "beyond-spotlights-move"])
     plan = claims[0].runs[0]
     first = tmp_path / "r" / "runs" / seed_specs(plan, quick=False)[0].run_id()
     first.mkdir(parents=True)  # a seed that trained for 130 s, 10 s of it evaluations: 120 s of training
     append_attempt(first, {"wall_s": 150.0, "cpu_s": 149.0, "phases_wall_s": {"training": 130.0,
                                                                              "training > evaluation": 10.0}})
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--workers", "2",
-                                      "--peak", "50", "--only", "vo-single-loss,irie-table1-correct"])
+                                      "--peak", "50", "--only", "vo-single-loss,beyond-spotlights-move"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("products floor:"))
-    assert "50.0 GFLOP/s a core (given)" in lines[header]
+    assert "50.0 GFLOP/s a core, float64 products at 25.0 (given)" in lines[header]
     assert lines[header + 1].split() == ["seeds", "GFLOP/seed", "estimate", "floor", "est/floor", "trained",
                                          "trained/floor", "plan"]
-    single, dual = lines[header + 2], lines[header + 3]
+    single, spotlights = lines[header + 2], lines[header + 3]
     study = REGISTRY.get("single-layer")
     flops = seed_flops(training_flops(study, resolve_study_config(study, "default", ("seeds=1",))))
     floor = flops / 50e9
     assert single.split()[:2] == [str(plan.seeds), f"{flops / 1e9:.4g}"] and single.endswith("single-layer default")
     assert f"{floor:.1f} s" in single and f"{plan.estimate_s / floor:.1f}x" in single
     assert " ".join(single.split()).endswith(f" 2.0 min {120 / floor:.1f}x single-layer default")  # trained, ratio
-    assert "no model" in dual and dual.endswith("dual-form paper key_dtype=float32 single_task=0 settings=single")
+    assert "no model" in spotlights and spotlights.endswith("spotlights default")
     totals, runs = lines[header + 4], len(plan_runs(claims, quick=False))
     assert re.fullmatch(rf"totals over {runs} runs: estimate [\d.]+ CPU min, [\d.]+ min wall on 2 workers; "
                         r"products floor [\d.]+ CPU min, [\d.]+ min wall on 2 workers \(1 plan with no model "
                         r"counts nothing\)", totals), totals
     assert lines[header + 5].startswith("  the plans with a model: estimate ")
     assert list((tmp_path / "r" / "runs").iterdir()) == [first]  # --plan runs nothing
+
+
+def test_a_float64_training_is_floored_at_the_float64_peak_and_an_unbuilt_one_says_why():
+    from icl_gd.platform.claims.plan_floor import PlanFloor, floor_lines
+    from icl_gd.platform.claims.reproduce import plan_runs, select_claims
+    from icl_gd.platform.floor import WorkFlops
+
+    runs = tuple(plan_runs(select_claims(["vo-single-loss"]), quick=False))[:1]
+    peak = Peak(80.0, "given", gflops64=20.0)
+    work = (WorkFlops("single MLP", 1000, 4 * 10 ** 9, "float64"),)  # 4 TFLOP: 200 s at 20, 50 s at 80
+    floors = [PlanFloor(runs, 600.0, work, None), PlanFloor(runs, 60.0, None, None, "no images here")]
+    lines = floor_lines(floors, peak, workers=1)
+    assert lines[2].split()[:6] == ["1", "4000", "10.0", "min", "3.3", "min"] and " 3.0x " in lines[2]
+    assert lines[2].endswith(f"{floors[0].name} (float64 products)") and "float64" not in lines[3]
+    assert lines[-1] == f"  {floors[1].name}: no model counted here: no images here"
+
+
+def test_a_plan_whose_dataset_is_missing_prints_no_model_and_why(tmp_path):
+    """The paper preset's Fashion-MNIST looked for where it is not: the plan's floor cannot be counted here, and
+    says so below the table (a run of it would stop with the same message)."""
+    from dataclasses import replace as replace_spec
+
+    from icl_gd.platform.claims.plan_floor import floor_lines, plan_floors
+    from icl_gd.platform.claims.reproduce import PlannedRun, plan_runs, select_claims
+
+    (planned, *_) = [p for p in plan_runs(select_claims(["irie-table1-correct"]), quick=False)
+                     if p.spec.study == "dual-form"]
+    missing = str(tmp_path / "no-fashion-mnist")
+    spec = replace_spec(planned.spec, overrides=(*planned.spec.overrides, f"data.fashion_mnist_dir={missing}"))
+    (floor,) = plan_floors([PlannedRun(spec, 60.0)], REGISTRY, tmp_path)
+    assert floor.trainings is None and missing in floor.unbuilt
+    lines = floor_lines([floor], Peak(50.0, "given"), workers=1)
+    assert "no model" in lines[2] and lines[-1].startswith(f"  {floor.name}: no model counted here: ")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # torch is imported when a study runs, not when one is listed
     import torch
 
 CURVE_COLUMNS = ["step", "seed", "model", "metric", "value"]
+PRECISIONS = ("float32", "float64")  # of a declared training's matrix products
 T = TypeVar("T")
 DEFAULT_PRESET = "default"  # every study's own settings; other presets (``paper``) are named in ``Study.presets``
 
@@ -72,11 +73,17 @@ class TrainingWork:
     ``steps`` optimiser steps of the models labelled ``label``. ``fresh_training(n)`` returns a call that trains fresh
     copies of those models for ``n`` steps as the run does (sampling, forward, backward, clipping, the optimiser;
     no evaluation, no checkpoint), the copies made before the call: what ``icl_gd.platform.floor`` counts the
-    products of and the benchmarks time."""
+    products of and the benchmarks time. ``precision``: the dtype the step's products run in (``float32`` or
+    ``float64``), whose peak its floor is taken at."""
 
     label: str
     steps: int
     fresh_training: Callable[[int], Callable[[], object]]
+    precision: str = "float32"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"training precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
 
 
 @dataclass(frozen=True)

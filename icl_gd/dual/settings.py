@@ -11,12 +11,13 @@ cap needs (the authors count steps, not epochs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
-
-import math
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from torch import nn
 from icl_gd.core.config import check_settings, positive_int, require_positive, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
+from icl_gd.core.study import TrainingWork
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, head_size
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder, RecordedLayer
@@ -90,6 +92,12 @@ class ClassifierTrainingConfig:
             return self.epochs
         return math.ceil(self.phase_steps(setting) / math.ceil(n_examples / self.batch_size))
 
+    def phase_step_count(self, setting: str, n_examples: int) -> int:
+        """Optimizer steps one phase over ``n_examples`` images takes: its epochs' mini-batches, up to the cap."""
+        steps = self.phase_epochs(setting, n_examples) * math.ceil(n_examples / self.batch_size)
+        cap = self.phase_steps(setting)
+        return steps if cap is None else min(steps, cap)
+
 
 def accuracy(model: nn.Module, task: ClassificationTask) -> float:
     """Fraction of ``task``'s test images whose largest logit is their label on the shared head."""
@@ -142,6 +150,48 @@ def mlp_run(config: ClassifierTrainingConfig, tasks: Sequence[ClassificationTask
     return SGDRun(model, optimizer, make_schedule(optimizer, config.lr_decay)), generator
 
 
+def setting_recorder(config: ClassifierTrainingConfig, run: SGDRun, tasks: TaskPair, store: Path) -> DualRecorder:
+    """The recorder of ``run``'s three layers into ``store``, keys and values in the configured dtypes."""
+    key_dtype = config.key_dtype if config.key_dtype != "auto" else (
+        "float64" if tasks[0].data.name == "digits" else "float32")
+    value_dtype = None if config.value_dtype == "auto" else config.value_dtype
+    # Full chunks are written (and fsynced) by a worker thread while training goes on: the disk no longer waits
+    # on the arithmetic (paper size: about 6 GB per run).
+    return DualRecorder(mlp_layers(run.model.layers), run.optimizer, store, key_dtype=key_dtype,
+                        value_dtype=value_dtype, chunk_rows=16384, background_writes=True)
+
+
+def setting_work(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair,
+                 single_task: int = 0) -> TrainingWork:
+    """``setting``'s recorded training for ``Study.training_work`` (the products floor and the benchmarks): every
+    phase's optimizer steps, in float64. A fresh training is ``n`` recorded SGD steps (clipping, the recorder's
+    hooks and step fields, its store written in the background to a temporary directory, removed afterwards) of
+    seed 0's MLP on the first phase's images, as ``train_setting`` runs them; the products of a step do not depend
+    on the seed or the phase."""
+    cpu = torch.device("cpu")
+    first = training_set(phases(setting, tasks, single_task)[0], cpu)
+    steps = sum(config.phase_step_count(setting, sum(t.n_train for t in phase))
+                for phase in phases(setting, tasks, single_task))
+
+    def fresh_training(n_steps: int) -> Callable[[], object]:
+        run, generator = mlp_run(config, tasks_in(setting, tasks, single_task), 0, cpu)
+        loop = EpochLoop(math.ceil(n_steps / math.ceil(len(first) / config.batch_size)), config.batch_size,
+                         config.grad_clip, max_steps=n_steps)
+
+        def train() -> None:
+            folder = Path(tempfile.mkdtemp(prefix="icl-gd-work-"))
+            try:
+                run.recorder = setting_recorder(config, run, tasks, folder / "store")
+                train_epochs(run, first, loop, generator, label=f"{setting} (declared work)")
+                run.recorder.close()
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        return train
+
+    return TrainingWork(f"{setting} MLP", steps, fresh_training, precision="float64")
+
+
 def train_phase(run: SGDRun, data: TrainingSet, config: ClassifierTrainingConfig, setting: str,
                 generator: torch.Generator, first_epoch: int = 0, on_step=None, on_epoch=None,
                 label: str = "training") -> int:
@@ -179,14 +229,7 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
     used = tasks_in(setting, tasks, single_task)
     run, generator = mlp_run(config, used, seed, device)
     model = run.model
-    key_dtype = config.key_dtype if config.key_dtype != "auto" else (
-        "float64" if tasks[0].data.name == "digits" else "float32")
-    value_dtype = None if config.value_dtype == "auto" else config.value_dtype
-    # Full chunks are written (and fsynced) by a worker thread while training goes on: the disk no longer waits
-    # on the arithmetic (paper size: about 6 GB per run).
-    recorder = DualRecorder(mlp_layers(model.layers), run.optimizer, store, key_dtype=key_dtype,
-                            value_dtype=value_dtype, chunk_rows=16384, background_writes=True)
-    run.recorder = recorder
+    recorder = run.recorder = setting_recorder(config, run, tasks, store)
     curves: list[dict] = []
 
     def row(metric: str, value: float) -> dict:

@@ -2,7 +2,9 @@
 
 A plan here is every seed of one run set (study, preset and overrides but the seed). Its floor a seed is the
 matrix-product FLOPs of the seed's training (``icl_gd.platform.floor``, from what the study declares) over one
-core's peak; a study that declares no training prints ``no model`` and adds nothing to the floor's totals. The
+core's peak in the training's precision; a study that declares no training, or whose declaration cannot be built
+here (a dataset it needs is missing: said below the table), prints ``no model`` and adds nothing to the floor's
+totals. The
 totals set the estimate beside the floor in CPU minutes (one core a run) and in wall minutes on the workers (runs
 spread longest first, each to the least-loaded worker, as ``reproduce`` starts them).
 """
@@ -13,21 +15,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 from icl_gd.core.study import StudyRegistry, resolve_study_config
 from icl_gd.core.timing import read_timings
 from icl_gd.platform.claims.reproduce import PlannedRun
-from icl_gd.platform.floor import Peak, floor_s, seed_flops, training_flops
+from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, training_flops
 
 
 @dataclass(frozen=True)
 class PlanFloor:
-    """One plan: its ``runs`` (one a seed), the estimate a seed, and the FLOPs of a seed's training (None: its study
-    has no FLOP model); ``trained_s``: the mean training wall time its finished seeds recorded (None: none did)."""
+    """One plan: its ``runs`` (one a seed), the estimate a seed, and a seed's trainings with their FLOPs (None: its
+    study has no FLOP model, or ``unbuilt`` says why it could not be counted here); ``trained_s``: the mean training
+    wall time its finished seeds recorded (None: none did)."""
 
     runs: tuple[PlannedRun, ...]
     estimate_s: float
-    flops: int | None
+    trainings: tuple[WorkFlops, ...] | None
     trained_s: float | None
+    unbuilt: str | None = None
+
+    @property
+    def precisions(self) -> set[str]:
+        return set() if self.trainings is None else {t.precision for t in self.trainings}
+
+    @property
+    def flops(self) -> int | None:
+        return None if self.trainings is None else seed_flops(self.trainings)
 
     @property
     def name(self) -> str:
@@ -36,7 +49,7 @@ class PlanFloor:
         return " ".join([spec.study, spec.preset, *overrides])
 
     def floor_s(self, peak: Peak) -> float | None:
-        return None if self.flops is None else floor_s(self.flops, peak)
+        return None if self.trainings is None else seed_floor_s(self.trainings, peak)
 
 
 def packed_s(durations: Sequence[float], workers: int) -> float:
@@ -71,9 +84,11 @@ def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Pa
     floors = []
     for (study_name, preset, overrides), runs in groups.items():
         study = registry.get(study_name)
-        trainings = training_flops(study, resolve_study_config(study, preset, overrides))
-        floors.append(PlanFloor(tuple(runs), runs[0].estimate_s, None if trainings is None else seed_flops(trainings),
-                                _trained_s(runs, root)))
+        try:
+            trainings, unbuilt = training_flops(study, resolve_study_config(study, preset, overrides)), None
+        except (ConfigError, DatasetNotFoundError) as error:  # e.g. a dataset it needs is missing: so would its run
+            trainings, unbuilt = None, str(error)
+        floors.append(PlanFloor(tuple(runs), runs[0].estimate_s, trainings, _trained_s(runs, root), unbuilt))
     return floors
 
 
@@ -86,8 +101,9 @@ def _min(seconds: float | None) -> str:
 
 def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: int = 1) -> list[str]:
     """The printed table: a header, one line a plan, then the totals (runs on ``threads`` threads each)."""
-    lines = [f"products floor: each seed's matrix-product FLOPs at {peak.gflops:.1f} GFLOP/s a core ({peak.source}); "
-             f"estimate: the plan's a seed; trained: the training its seeds measured (wall, evaluations left out)",
+    lines = [f"products floor: each seed's matrix-product FLOPs at {peak.gflops:.1f} GFLOP/s a core, float64 "
+             f"products at {peak.of('float64'):.1f} ({peak.source}); estimate: the plan's a seed; trained: the "
+             f"training its seeds measured (wall, evaluations left out)",
              f"  {'seeds':>5} {'GFLOP/seed':>11} {'estimate':>10} {'floor':>10} {'est/floor':>9} "
              f"{'trained':>10} {'trained/floor':>13}  plan"]
     for f in floors:
@@ -97,7 +113,7 @@ def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: 
         trained = "-" if floor is None or f.trained_s is None else f"{f.trained_s / floor:.1f}x"
         lines.append(f"  {len(f.runs):>5} {gflop:>11} {_min(f.estimate_s):>10} "
                      f"{'no model' if floor is None else _min(floor):>10} {ratio:>9} {_min(f.trained_s):>10} "
-                     f"{trained:>13}  {f.name}")
+                     f"{trained:>13}  {f.name}{' (float64 products)' if f.precisions == {'float64'} else ''}")
     runs = [(p.estimate_s, f.floor_s(peak)) for f in floors for p in f.runs]
     modelled = [(e, fl) for e, fl in runs if fl is not None]
     estimate, floor = [e for e, _ in runs], [fl for _, fl in modelled]
@@ -112,7 +128,7 @@ def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: 
         modelled_estimate = sum(e for e, _ in modelled)
         lines.append(f"  the plans with a model: estimate {_total(modelled_estimate)} CPU min against a floor of "
                      f"{_total(sum(floor))} ({modelled_estimate / max(sum(floor), 1e-9):.1f}x)")
-    return lines
+    return lines + [f"  {f.name}: no model counted here: {f.unbuilt}" for f in floors if f.unbuilt is not None]
 
 
 def _total(seconds: float) -> str:
