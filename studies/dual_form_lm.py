@@ -44,7 +44,7 @@ from icl_gd.core.study import RunContext, Study
 from icl_gd.dual.corpus import Corpus, CorpusConfig, require_length
 from icl_gd.dual.lm_analysis import (LayerAnalysis, LMAnalysisConfig, LMQueries, analyse_lm, layer_metrics,
                                      passage_entries)
-from icl_gd.dual.lm_training import LMTrainingConfig, perplexity, train_lm, unigram_perplexity
+from icl_gd.dual.lm_training import LMTrainingConfig, lm_work, perplexity, train_lm, unigram_perplexity
 from icl_gd.dual.study import DualRun, DualStudyConfig, run_memory
 
 EVAL_BATCH = 10  # streams for valid/test perplexity
@@ -307,4 +307,6 @@ STUDY = Study(
               "book.perplexity_test", "book.perplexity_unigram", "book.verify_max_rel_error"),
     presets={"paper": paper_config},
     memory=run_memory,
+    training_work=lambda config: [lm_work(f"{name} LSTM", getattr(config, name).training,
+                                          getattr(config, name).data.build()) for name in config.setups],
 )

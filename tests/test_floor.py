@@ -150,6 +150,37 @@ def test_the_image_dual_form_declares_the_float64_steps_and_products_it_trains(t
     assert [set(s) for s in steps] == [{(w.flops, frozenset({torch.float64}))} for w in declared]
 
 
+@pytest.mark.parametrize("steps", ["10", "none"])  # none: 2 epochs, each ending on a shorter window
+def test_the_language_model_declares_the_steps_and_products_it_trains(tmp_path, monkeypatch, steps):
+    """Every recorded step of a dual-form-lm run (the word-level set-up on a written text, tiny LSTM), counted: as
+    many as declared, the declared step's FLOPs those of a full window (an epoch's last window may be shorter and
+    count fewer), in the training's precision."""
+    import icl_gd.dual.lm_training as lm_training
+    from test_dual_lm import TINY_MODEL, _grammar_corpus
+
+    text = _grammar_corpus(tmp_path / "grammar.txt")
+    overrides = ("seeds=1", "setups=wiki", "n_queries=4", "context=6", "n_passages=2", "verify_queries=4",
+                 f"wiki.data.corpus={text}", "wiki.training.epochs=2", f"wiki.training.steps={steps}",
+                 *(f"wiki.{key}={value}" for key, value in TINY_MODEL.items()))
+    study = REGISTRY.get("dual-form-lm")
+    (declared,) = training_flops(study, resolve_study_config(study, "default", overrides))
+    real, counted = lm_training.sgd_step, []
+
+    def counting(run, *args, **kwargs):
+        result = []
+        counted.append((matmul_flops(lambda: result.append(real(run, *args, **kwargs))),
+                        {p.dtype for p in run.model.parameters()}))
+        return result[0]
+
+    monkeypatch.setattr(lm_training, "sgd_step", counting)
+    execute_run(REGISTRY, "dual-form-lm", tmp_path / "run", "default", overrides, progress=False, figures=False)
+    assert (declared.label, declared.precision) == ("wiki LSTM", "float32")
+    assert len(counted) == declared.steps == (10 if steps == "10" else declared.steps) > 0
+    assert max(f for f, _ in counted) == declared.flops and all(d == {torch.float32} for _, d in counted)
+    short = [f for f, _ in counted if f != declared.flops]
+    assert len(short) == (0 if steps == "10" else 2) and all(0 < f < declared.flops for f in short)
+
+
 def test_the_peak_is_the_default_given_or_measured_and_kept(tmp_path, monkeypatch):
     cache = tmp_path / "peaks.json"
     default = machine_peak(cache=cache)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +33,7 @@ from icl_gd.core.config import check_settings, positive_int, require_positive, s
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
 from icl_gd.core.progress import progress_bar
+from icl_gd.core.study import TrainingWork
 from icl_gd.dual.corpus import Corpus, TokenStream
 from icl_gd.dual.lstm import LSTMLanguageModel, detach, dropout_mask, record_window
 from icl_gd.dual.recorder import DualRecorder, Provenance, RecorderCheckpoint
@@ -125,6 +127,32 @@ def fingerprint(config: LMTrainingConfig, corpus: Corpus, seed: int) -> str:
     return config_fingerprint(config, seed, corpus.vocab_size, digest)
 
 
+def total_steps(config: LMTrainingConfig, corpus: Corpus) -> int:
+    """Optimizer steps of a training on ``corpus``: ``steps``, else ``epochs`` passes over its training windows."""
+    if config.steps is not None:
+        return config.steps
+    return config.epochs * len(batchify(corpus.train, config.batch_size).windows(config.bptt))
+
+
+def lm_work(label: str, config: LMTrainingConfig, corpus: Corpus) -> TrainingWork:
+    """A set-up's recorded training for ``Study.training_work`` (the products floor and the benchmarks): its steps,
+    in the training's precision. A fresh training is ``train_lm`` of seed 0 for ``n`` steps into a temporary store
+    and checkpoint, removed afterwards (recorder and all, as a run trains)."""
+    def fresh_training(n_steps: int) -> Callable[[], object]:
+        short = replace(config, steps=n_steps, checkpoint_every=n_steps + 1)
+
+        def train() -> None:
+            folder = Path(tempfile.mkdtemp(prefix="icl-gd-work-"))
+            try:
+                train_lm(short, corpus, 0, folder / "store", folder / "checkpoint.pt", torch.device("cpu"))
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+
+        return train
+
+    return TrainingWork(label, total_steps(config, corpus), fresh_training, precision=config.dtype)
+
+
 def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, store: Path, checkpoint: Path,
              device: torch.device, progress: bool = False,
              on_step: Callable[[int], None] | None = None) -> TrainedLM:
@@ -138,7 +166,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, store: Path, c
         saved = None  # the store is gone (keep_store=false, or deleted): record again from the start
     data = batchify(corpus.train, config.batch_size)
     windows = data.windows(config.bptt)
-    total = config.epochs * len(windows) if config.steps is None else config.steps
+    total = total_steps(config, corpus)
     n_epochs = -(-total // len(windows))
     if saved is not None and saved["finished"]:
         model.load_state_dict(saved["model"])
