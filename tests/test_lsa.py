@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights
+from icl_gd.regression.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights, split_padded
 
 
 def _tokens(B=6, T=8, D=5, seed=0, dtype=torch.float64):
@@ -18,6 +18,27 @@ def test_fast_linear_path_equals_explicit_attention(heads, key_size):
     explicit = layer.explicit_update(tokens)
     torch.testing.assert_close(layer.attention_update(tokens), explicit, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(layer.query_update(tokens), explicit[:, -1], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("heads,D", [(1, 5), (2, 8), (3, 11)])
+def test_the_held_apart_update_is_the_explicit_one_with_zero_padding(heads, D):
+    """``split_padded`` then ``linear_update``: the explicit attention's update in the first D columns, exact
+    zeros in the padded ones (a layer rolled out on held-apart tokens never leaks into them), fresh tensors."""
+    layer = LSALayer(LSAConfig(d_model=D, n_heads=heads, init_scale=1.0)).double()
+    tokens = _tokens(D=D)
+    context, query = split_padded(tokens)
+    W = context.shape[-1]
+    assert W % 4 == 0 and W - 4 < D <= W and query.shape == (6, W)
+    assert torch.equal(torch.cat([context, query[:, None]], 1)[..., :D], tokens)
+    assert context.data_ptr() != tokens.data_ptr() and (context[..., D:] == 0).all() and (query[:, D:] == 0).all()
+    d_context, d_query = layer.linear_update(context, query)
+    explicit = layer.explicit_update(tokens)
+    torch.testing.assert_close(d_context[..., :D], explicit[:, :-1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(d_query[:, :D], explicit[:, -1], rtol=1e-12, atol=1e-12)
+    assert (d_context[..., D:] == 0).all() and (d_query[:, D:] == 0).all()
+    softmax = LSALayer(LSAConfig(d_model=D, n_heads=heads, softmax=True)).double()
+    with pytest.raises(ConfigError, match="needs a linear layer"):
+        softmax.linear_update(context, query)
 
 
 def test_query_is_not_attended_but_every_token_is_updated():

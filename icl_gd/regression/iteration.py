@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.lsa import LSALayer, _padded_width, _split_padded
+from icl_gd.regression.lsa import LSALayer, split_padded
 from icl_gd.regression.tokens import query_prediction
 
 UPDATES = ("all", "y")
@@ -43,15 +43,16 @@ def iterated_predictions(layer: LSALayer, tokens: torch.Tensor, n_applications: 
 def _iterated_linear(layer: LSALayer, tokens: torch.Tensor, n_applications: int, damping: float, update: str,
                      d_y: int) -> list[torch.Tensor]:
     """``iterated_predictions`` of a linear layer, with the same values: context and query are held apart and
-    zero-padded once, as ``LSALayer.attention_update`` pads them on every call, and each application adds λ·Δ to
-    the updated columns in place (the padded ones stay exactly zero). A roll-out over 10 000 tasks of 100 tokens
-    then allocates its products alone, not the padded copies, concatenations and sums of every application."""
+    zero-padded once (``split_padded``), as ``LSALayer.attention_update`` pads them on every call, and each
+    application adds λ·Δ (``LSALayer.linear_update``) to the updated columns in place (the padded ones stay exactly
+    zero). A roll-out over 10 000 tasks of 100 tokens then allocates its products alone, not the padded copies,
+    concatenations and sums of every application."""
     D = tokens.shape[-1]
-    context, query = _split_padded(tokens, _padded_width(D))  # fresh tensors: safe to update in place
+    context, query = split_padded(tokens)  # fresh tensors: safe to update in place
     columns = slice(0, D) if update == "all" else slice(D - d_y, D)
     out = []
     for _ in range(n_applications):
-        d_context, d_query = layer._linear_split_update(context, query, update_context=True)
+        d_context, d_query = layer.linear_update(context, query)
         context[..., columns].add_(d_context[..., columns].mul_(damping))  # λ·Δ, then e + λ·Δ, as the loop above
         query[:, columns].add_(d_query[:, columns].mul_(damping))
         out.append(query_prediction(query[:, None], slice(D - d_y, D)))  # a new tensor, not a view

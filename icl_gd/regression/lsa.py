@@ -107,6 +107,13 @@ def _padded_width(D: int) -> int:
     return -(-D // 4) * 4
 
 
+def split_padded(tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens (B, T, D) held apart as fresh tensors: context (B, N, W) and query (B, W), zero-padded to the width W
+    the linear path computes in (D rounded up to a multiple of 4). ``LSALayer.linear_update`` acts on them; the
+    tokens are ``torch.cat([context, query[:, None]], 1)[..., :D]``. Fresh: a caller may update them in place."""
+    return _split_padded(tokens, _padded_width(tokens.shape[-1]))
+
+
 def _split_padded(tokens: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(context (B, N, width), query (B, width)) from tokens (B, T, D), zero-padded to ``width`` columns."""
     # Each part padded straight from its view: one pass over the tokens (padding the whole and copying the two
@@ -198,10 +205,16 @@ class LSALayer(nn.Module):
         """The residual update (B, T, D) before damping, attending over tokens[:, :-1]."""
         if self.config.softmax:
             return self._softmax_update(e)
-        D = e.shape[-1]
-        context, query = _split_padded(e, _padded_width(D))
+        d_context, d_query = self.linear_update(*split_padded(e))
+        return torch.cat([d_context, d_query[:, None]], dim=1)[..., :e.shape[-1]]
+
+    def linear_update(self, context: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A linear layer's update of tokens held apart (``split_padded``): (ΔX (B, N, W), Δq (B, W)) before
+        damping, the padded columns zero. ``ConfigError`` on a softmax layer (its update needs the whole tokens)."""
+        if self.config.softmax:
+            raise ConfigError("linear_update needs a linear layer; a softmax layer's update is attention_update")
         d_context, d_query = self._linear_split_update(context, query, update_context=True)
-        return torch.cat([d_context, d_query[:, None]], dim=1)[..., :D]
+        return d_context, d_query
 
     def _linear_products(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(KQ, PV), each (H, width, width): KQ_h = W_K,hᵀ W_Q,h and PV_h = P_h W_V,h, zero-padded from D."""
@@ -291,9 +304,8 @@ class LSALayer(nn.Module):
             v = _project_heads(self.W_V, context)
             attn = torch.softmax(self._logits(q @ k.transpose(-1, -2)), dim=-1)  # (B, H, 1, N)
             return _combine_heads(self.P, attn @ v)[:, 0]
-        D = e.shape[-1]
-        context, query = _split_padded(e, _padded_width(D))
-        return self._linear_split_update(context, query, update_context=False)[1][:, :D]
+        context, query = split_padded(e)
+        return self._linear_split_update(context, query, update_context=False)[1][:, :e.shape[-1]]
 
     def attention_map(self, e: torch.Tensor) -> torch.Tensor:
         """(B, H, T, N) attention weights (softmax) or raw scores (linear)."""
@@ -337,7 +349,7 @@ class LSAModel(nn.Module):
     def _forward_linear(self, tokens: torch.Tensor, layers: list[LSALayer], return_tokens: bool):
         """Linear layers on context and query held apart, padded once (``LSALayer._linear_split_update``)."""
         D, clip = tokens.shape[-1], self.config.clip_activations
-        context, query = _split_padded(tokens, _padded_width(D))
+        context, query = split_padded(tokens)
         states = [tokens]
         for i, layer in enumerate(layers):
             # Without return_tokens only the query's final state is needed: the last layer updates it alone.
