@@ -56,8 +56,10 @@ def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, thre
             figures: bool = True) -> RunOutcome:
     """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run`` on ``threads`` CPU threads (drawing its figures
     unless ``figures`` is False); never raises for a failed run."""
+    from icl_gd.core.allocator import keep_freed_memory
     from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
 
+    keep_freed_memory()  # in a worker process (pool or Ray): its runs reuse their freed tensors, same numbers
     run_dir = Path(root) / "runs" / spec.run_id()
     start = time.perf_counter()
     finished = finished_metrics(run_dir)
