@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from icl_gd.core.allocator import keep_freed_memory
 from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
 
 app = typer.Typer(
@@ -60,7 +61,7 @@ def main_options(
 ) -> None:
     """icl-gd: attention as gradient descent, run, measured and plotted."""
     _show_notices()
-    keep_freed_memory()  # a command's runs reuse their freed tensors (icl_gd.core.allocator): same numbers, fewer faults
+    keep_freed_memory()  # its runs reuse their freed tensors (icl_gd.core.allocator): same numbers, fewer faults
 
 
 def _show_notices() -> None:

@@ -41,6 +41,7 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 from bench_vs_authors import AUTHORS_SETUPS, authors_worker  # noqa: E402
 
+from icl_gd.core.allocator import keep_freed_memory  # noqa: E402
 from icl_gd.core.errors import ConfigError  # noqa: E402
 from icl_gd.core.study import resolve_study_config  # noqa: E402
 from icl_gd.platform.floor import Peak, floor_s, measure_peak_gflops, step_flops  # noqa: E402
@@ -118,6 +119,7 @@ def main() -> None:
     recorded = parse_authors_ms(args.authors_ms)
     os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
+    keep_freed_memory()  # as an icl-gd run's process does (icl_gd.core.allocator)
     started, load_start = time.perf_counter(), os.getloadavg()
     if args.peak == "measure":
         seconds = 1.0 if args.quick else 2.0

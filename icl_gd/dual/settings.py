@@ -181,9 +181,8 @@ def setting_work(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair
         def train() -> None:
             folder = Path(tempfile.mkdtemp(prefix="icl-gd-work-"))
             try:
-                run.recorder = setting_recorder(config, run, tasks, folder / "store")
-                train_epochs(run, first, loop, generator, label=f"{setting} (declared work)")
-                run.recorder.close()
+                with setting_recorder(config, run, tasks, folder / "store") as run.recorder:
+                    train_epochs(run, first, loop, generator, label=f"{setting} (declared work)")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
 
