@@ -273,8 +273,9 @@ def test_a_float64_training_is_floored_at_the_float64_peak_and_an_unbuilt_one_sa
 
 
 def test_a_plan_whose_dataset_is_missing_prints_no_model_and_why(tmp_path):
-    """The paper preset's Fashion-MNIST looked for where it is not: the plan's floor cannot be counted here, and
-    says so below the table (a run of it would stop with the same message)."""
+    """A dual-form plan's Fashion-MNIST (its only dataset here: task 1 its permutation) looked for where it is not:
+    the plan's floor cannot be counted, and says so below the table (a run of it would stop with the same
+    message)."""
     from dataclasses import replace as replace_spec
 
     from icl_gd.platform.claims.plan_floor import floor_lines, plan_floors
@@ -283,7 +284,8 @@ def test_a_plan_whose_dataset_is_missing_prints_no_model_and_why(tmp_path):
     (planned, *_) = [p for p in plan_runs(select_claims(["irie-table1-correct"]), quick=False)
                      if p.spec.study == "dual-form"]
     missing = str(tmp_path / "no-fashion-mnist")
-    spec = replace_spec(planned.spec, overrides=(*planned.spec.overrides, f"data.fashion_mnist_dir={missing}"))
+    spec = replace_spec(planned.spec, overrides=(*planned.spec.overrides, "data.dataset=fashion-mnist",
+                                                 "data.second_task=permuted", f"data.fashion_mnist_dir={missing}"))
     (floor,) = plan_floors([PlannedRun(spec, 60.0)], REGISTRY, tmp_path)
     assert floor.trainings is None and missing in floor.unbuilt
     lines = floor_lines([floor], Peak(50.0, "given"), workers=1)
