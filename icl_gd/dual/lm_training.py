@@ -127,11 +127,9 @@ def fingerprint(config: LMTrainingConfig, corpus: Corpus, seed: int) -> str:
     return config_fingerprint(config, seed, corpus.vocab_size, digest)
 
 
-def total_steps(config: LMTrainingConfig, corpus: Corpus) -> int:
-    """Optimizer steps of a training on ``corpus``: ``steps``, else ``epochs`` passes over its training windows."""
-    if config.steps is not None:
-        return config.steps
-    return config.epochs * len(batchify(corpus.train, config.batch_size).windows(config.bptt))
+def total_steps(config: LMTrainingConfig, n_windows: int) -> int:
+    """Optimizer steps of a training over ``n_windows`` training windows: ``steps``, else ``epochs`` passes."""
+    return config.epochs * n_windows if config.steps is None else config.steps
 
 
 def lm_work(label: str, config: LMTrainingConfig, corpus: Corpus) -> TrainingWork:
@@ -150,7 +148,8 @@ def lm_work(label: str, config: LMTrainingConfig, corpus: Corpus) -> TrainingWor
 
         return train
 
-    return TrainingWork(label, total_steps(config, corpus), fresh_training, precision=config.dtype)
+    windows = batchify(corpus.train, config.batch_size).windows(config.bptt)
+    return TrainingWork(label, total_steps(config, len(windows)), fresh_training, precision=config.dtype)
 
 
 def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, store: Path, checkpoint: Path,
@@ -166,7 +165,7 @@ def train_lm(config: LMTrainingConfig, corpus: Corpus, seed: int, store: Path, c
         saved = None  # the store is gone (keep_store=false, or deleted): record again from the start
     data = batchify(corpus.train, config.batch_size)
     windows = data.windows(config.bptt)
-    total = total_steps(config, corpus)
+    total = total_steps(config, len(windows))
     n_epochs = -(-total // len(windows))
     if saved is not None and saved["finished"]:
         model.load_state_dict(saved["model"])

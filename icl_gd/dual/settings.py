@@ -168,12 +168,11 @@ def setting_work(config: ClassifierTrainingConfig, setting: str, tasks: TaskPair
     hooks and step fields, its store written in the background to a temporary directory, removed afterwards) of
     seed 0's MLP on the first phase's images, as ``train_setting`` runs them; the products of a step do not depend
     on the seed or the phase."""
-    cpu = torch.device("cpu")
-    first = training_set(phases(setting, tasks, single_task)[0], cpu)
-    steps = sum(config.phase_step_count(setting, sum(t.n_train for t in phase))
-                for phase in phases(setting, tasks, single_task))
+    cpu, trained = torch.device("cpu"), phases(setting, tasks, single_task)
+    steps = sum(config.phase_step_count(setting, sum(t.n_train for t in phase)) for phase in trained)
 
     def fresh_training(n_steps: int) -> Callable[[], object]:
+        first = training_set(trained[0], cpu)
         run, generator = mlp_run(config, tasks_in(setting, tasks, single_task), 0, cpu)
         loop = EpochLoop(math.ceil(n_steps / math.ceil(len(first) / config.batch_size)), config.batch_size,
                          config.grad_clip, max_steps=n_steps)
