@@ -44,7 +44,7 @@ import numpy as np
 from icl_gd.core import stats
 from icl_gd.core.config import setting
 from icl_gd.core.results import write_json
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext, Study, TrainingWork
 from icl_gd.dual.analysis import TABLE1_SPLITS, Analysis, AnalysisConfig, analyse, table1_split
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.settings import (LAYERS, SETTINGS, ClassifierTrainingConfig, require_settings, setting_work,
@@ -201,6 +201,12 @@ def paper_config() -> DualFormConfig:
     )
 
 
+def training_work(config: DualFormConfig) -> list[TrainingWork]:
+    """What a seed trains: one recorded float64 MLP per setting (``setting_work``), on the configured tasks."""
+    tasks = config.data.build()
+    return [setting_work(config.training, setting, tasks, config.data.single_task) for setting in config.settings]
+
+
 STUDY = Study(
     name="dual-form",
     summary="Dual form of a trained MLP: every training pattern a key, verified exactly, attention per query",
@@ -209,6 +215,5 @@ STUDY = Study(
     presets={"paper": paper_config},
     headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
     memory=run_memory,
-    training_work=lambda config: [setting_work(config.training, s, tasks, config.data.single_task)
-                                  for tasks in [config.data.build()] for s in config.settings],
+    training_work=training_work,
 )
