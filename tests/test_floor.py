@@ -17,8 +17,8 @@ import icl_gd.regression.study as regression_study
 from icl_gd.cli import app
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import resolve_study_config
-from icl_gd.platform.floor import (DEFAULT_PEAK_GFLOPS, Peak, machine_peak, matmul_flops, parse_peak, seed_flops,
-                                   training_flops)
+from icl_gd.platform.floor import (DEFAULT_PEAK_GFLOPS, Peak, machine_peak, matmul_flops, measure_peak_gflops,
+                                   parse_peak, seed_flops, training_flops)
 from icl_gd.platform.claims.plan_floor import packed_s
 from icl_gd.platform.runner import execute_run
 from icl_gd.regression.training import train
@@ -208,6 +208,8 @@ def test_a_seed_s_floor_takes_each_training_at_the_peak_of_its_precision():
     assert seed_flops(trainings) == 100 * 10 ** 9
     with pytest.raises(ConfigError, match="'float16' is not one of"):
         peak.of("float16")
+    with pytest.raises(ConfigError, match="precision='float16' is not one of"):
+        measure_peak_gflops(precision="float16")
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3", "inf", "nan", ""])

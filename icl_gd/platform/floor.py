@@ -67,7 +67,9 @@ def measure_peak_gflops(n: int = PEAK_GEMM_SIZE, seconds: float = 2.0, precision
     in GFLOP/s (the thread count is restored afterwards)."""
     import torch
 
-    dtype = {"float32": torch.float32, "float64": torch.float64}[precision]
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision={precision!r} is not one of {', '.join(PRECISIONS)}")
+    dtype = getattr(torch, precision)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
