@@ -17,7 +17,7 @@ _FOLLOWS = ("Garg et al.'s layout (interleaved x and y tokens, learned positions
 
 # Full budget: 20 000 steps (the default's 4000 leave the model between the initial plateau and one GD step's loss);
 # estimates are CPU seconds of one seed, measured (the full budget's kept runs, one --quick reproduction; plans.py).
-FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1, estimate_s=510,
+FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1, estimate_s=419,
                   quick_overrides=("training.steps=4000",), quick_estimate_s=99)
 
 BEYOND_FOREIGN_CLAIMS: tuple[Claim, ...] = (
