@@ -20,6 +20,8 @@ SHRINK = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set"
 ELSEWHERE = {
     "verify": "test_cli.py::test_verify_passes_and_prints_errors",
     "reproduce --out runs/reproduce --quick": "test_reproduce.py and .ci/run (a short --only list)",
+    "reproduce --out runs/full": "hours of training: the same command as --quick at the full budget; its plan and "
+                                 "estimate in test_floor.py and test_reproduce.py",
 }
 
 
