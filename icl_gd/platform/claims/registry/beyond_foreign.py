@@ -16,7 +16,8 @@ _FOLLOWS = ("Garg et al.'s layout (interleaved x and y tokens, learned positions
             "d = 3, N = 8, 20 000 steps of 128 tasks instead of their 12-layer model, d = 20 and 500 000 steps")
 
 # Full budget: 20 000 steps (the default's 4000 leave the model between the initial plateau and one GD step's loss);
-# estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick reproduction; plans.py).
+# estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick
+# reproduction; plans.py).
 FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1, estimate_s=419,
                   quick_overrides=("training.steps=4000",), quick_estimate_s=99)
 
