@@ -282,6 +282,8 @@ def reproduce(
     device: str = DEVICE,
     threads: Optional[int] = SWEEP_THREADS,
     progress: bool = PROGRESS,
+    figures: str = typer.Option("first", "--figures", help="Which runs draw their figures: first (each plan's "
+                                "first seed: the figures the report and figures.md show), all, or none."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
     peak: Optional[str] = typer.Option(None, "--peak", help="With --plan: one core's float32 matrix-product peak "
                                        "in GFLOP/s for the products floor (float64 products at half of it), or "
@@ -306,7 +308,8 @@ def reproduce(
         code = run_reproduce(registry=REGISTRY, checks=all_checks, out=out, quick=quick, only=only, backend=backend,
                              workers=workers, address=address, device=device, threads=threads, progress=progress,
                              plan_only=plan_only, list_claims=list_claims,
-                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge, peak=peak)
+                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge, peak=peak,
+                             figures=figures)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -3,6 +3,10 @@ at the end."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from icl_gd.platform.claims import reproduce as rp
 from icl_gd.platform.claims.registry import ALL_CHECKS
 from icl_gd.studies import REGISTRY
@@ -23,3 +27,52 @@ def test_runs_are_handed_to_the_sweep_longest_first(tmp_path, monkeypatch):
     assert len(handed) == len(estimate) > 3
     assert [estimate[s] for s in handed] == sorted(estimate.values(), reverse=True)
     assert estimate[handed[0]] > estimate[handed[-1]]  # the five-layer runs before the single layer's
+
+
+def _handed_figures(tmp_path, monkeypatch, claims, **options):
+    """What ``reproduce`` hands the sweep as its figures choice, with the specs it hands."""
+    handed = {}
+
+    def fake_sweep(specs, root, **sweep_options):
+        handed.update(specs=list(specs), figures=sweep_options["figures"])
+        return []
+
+    monkeypatch.setattr("icl_gd.platform.sweep.run_sweep", fake_sweep)
+    monkeypatch.setattr(rp, "judge", lambda *args, **kwargs: [])
+    rp.reproduce(tmp_path, claims, registry=REGISTRY, checks=lambda: [], progress=False, echo=lambda _: None,
+                 **options)
+    return handed["specs"], handed["figures"]
+
+
+def test_only_each_plans_first_seed_draws_figures_by_default(tmp_path, monkeypatch):
+    """The report and the gallery show the figures of each claim's first run directory (a plan's first seed); the
+    other seeds' would be drawn for nothing. Sharing a run between claims must not double it."""
+    from icl_gd.platform.sweep.plan import draws_figures
+
+    claims = [c for c in ALL_CHECKS if c.id in ("vo-single-loss", "vo-single-alignment", "vo-deep-separate")]
+    specs, figures = _handed_figures(tmp_path, monkeypatch, claims)
+    drawn = [s for s in specs if draws_figures(figures, s)]
+    plans = {(s.study, s.preset, tuple(o for o in s.overrides if not o.startswith("seed="))) for s in specs}
+    assert len(specs) > len(plans) > 1  # several seeds a plan, so some runs must go without
+    assert len(drawn) == len(plans) and all("seed=0" in s.overrides for s in drawn)
+    for claim in claims:
+        first = Path(rp.plan_dirs(claim, tmp_path, False)[0][0]).name  # where the report looks for its figures
+        assert first in figures
+
+
+@pytest.mark.parametrize("choice, expected", [("all", True), ("none", False)])
+def test_figures_all_or_none_reach_the_sweep(tmp_path, monkeypatch, choice, expected):
+    claims = [c for c in ALL_CHECKS if c.id == "vo-single-loss"]
+    assert _handed_figures(tmp_path, monkeypatch, claims, figures=choice)[1] is expected
+
+
+def test_an_unknown_figures_choice_is_a_one_line_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from icl_gd.cli import app
+
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--only", "vo-single-loss",
+                                      "--figures", "some"])
+    assert result.exit_code == 2 and "--figures must be one of first, all, none, got 'some'" in result.output
+    assert "Traceback" not in result.output and result.output.strip().count("\n") == 0, result.output
+    assert not (tmp_path / "r").exists()  # refused before anything ran

@@ -179,15 +179,18 @@ def test_ray_backend_on_a_local_ray_instance_listens_on_loopback_and_gives_the_l
         assert [node["NodeManagerAddress"] for node in ray.nodes()] == ["127.0.0.1"]
         listening = _listening_addresses_of_this_process_tree()
         assert listening and set(listening) <= LOOPBACK, listening
-        on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False, figures=False)
+        on_ray = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False,
+                           figures=frozenset({specs[1].run_id()}))
     finally:
         ray.shutdown()
     local = run_sweep(specs, tmp_path / "local", registry=REGISTRY, backend="local", workers=2, progress=False,
-                      figures=False)
+                      figures=frozenset({specs[0].run_id()}))
     assert [r.status for r in on_ray] == ["done", "done"] == [r.status for r in local]
     for a, b in zip(on_ray, local):
         assert a.run_dir.name == b.run_dir.name and a.metrics == b.metrics
         assert _seed_metrics(a.run_dir) == _seed_metrics(b.run_dir)
-        assert not (a.run_dir / "figures").exists()  # figures=False reached the Ray tasks
+    # only the runs named in ``figures`` drew theirs, on Ray's tasks and in the pool's workers alike
+    assert [(r.run_dir / "figures").is_dir() for r in on_ray] == [False, True]
+    assert [(r.run_dir / "figures").is_dir() for r in local] == [True, False]
     again = run_sweep(specs, tmp_path / "ray", registry=REGISTRY, backend="ray", progress=False)
     assert [r.status for r in again] == ["skipped"] * 2

@@ -16,7 +16,8 @@ from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import marked_block_span, read_json, write_json
 from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
                                            readme_block, readme_claims_json, update_readme, write_report)
-from icl_gd.platform.claims.reproduce import Checks, PlannedRun, needs_verify, plan_runs, reproduce, select_claims
+from icl_gd.platform.claims.reproduce import (FIGURE_CHOICES, Checks, PlannedRun, needs_verify, plan_runs, reproduce,
+                                              select_claims)
 
 
 def current_commit() -> str:
@@ -150,10 +151,12 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
                   backend: str, workers: int | None, address: str | None, device: str, progress: bool,
                   plan_only: bool, list_claims: bool,
                   echo: Callable[[str], None], update_readme_path: Path | None = None,
-                  threads: int | None = None, rejudge: Path | None = None, peak: str | None = None) -> int:
+                  threads: int | None = None, rejudge: Path | None = None, peak: str | None = None,
+                  figures: str = "first") -> int:
     """Plan, run, judge and report; returns the exit code (0: report written, 1: some run failed). With
     ``plan_only`` the plan also sets each run set's estimate beside its products floor at ``peak`` (``--peak``:
-    GFLOP/s, ``measure``, or None for this machine's cached measurement, else the default)."""
+    GFLOP/s, ``measure``, or None for this machine's cached measurement, else the default). ``figures``: which
+    runs draw theirs (``reproduce.figure_runs``)."""
     if rejudge is not None:
         if quick or only or plan_only or list_claims:
             raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
@@ -174,6 +177,8 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         raise ConfigError(f"--backend {backend!r} is not a backend (use local or ray)")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be a positive integer, got {workers}")
+    if figures not in FIGURE_CHOICES:
+        raise ConfigError(f"--figures must be one of {', '.join(FIGURE_CHOICES)}, got {figures!r}")
     if peak is not None and not plan_only:
         raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
     if plan_only:  # a bad --peak is refused before anything is printed
@@ -212,8 +217,9 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     if not os.access(out, os.W_OK):
         raise ConfigError(f"--out {out} is not writable")
     result = reproduce(out, claims, registry=registry, checks=checks, quick=quick, backend=backend, workers=workers,
-                       address=address, device=device, progress=progress, echo=echo, threads=threads)
+                       address=address, device=device, progress=progress, echo=echo, threads=threads, figures=figures)
     command = " ".join(["icl-gd reproduce --out", shlex.quote(str(out)), *(["--quick"] if quick else []),
+                        *(["--figures", figures] if figures != "first" else []),
                         *(["--only", shlex.quote(only)] if only else []), *(["--backend", backend] if backend != "local"
                                                                                else [])])
     header = ReportHeader(command=command, commit=current_commit(),

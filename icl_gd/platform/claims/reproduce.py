@@ -131,12 +131,29 @@ def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, 
     return tuple(results)
 
 
+FIGURE_CHOICES = ("first", "all", "none")
+
+
+def figure_runs(claims: Sequence[Claim], quick: bool, choice: str) -> bool | frozenset[str]:
+    """Which runs draw their figures: ``first``, the first seed of each plan (the run whose figures the report and
+    the gallery show; the other seeds' figures are shown nowhere, and drawing them costs seconds to a minute a
+    run); ``all``, every run (True); ``none``, no run (False)."""
+    if choice not in FIGURE_CHOICES:
+        raise ConfigError(f"--figures must be one of {', '.join(FIGURE_CHOICES)}, got {choice!r}")
+    if choice != "first":
+        return choice == "all"
+    return frozenset(seed_specs(plan, quick)[0].run_id() for claim in claims for plan in claim.runs
+                     if plan.study != VERIFY_STUDY)
+
+
 def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, checks: Checks, quick: bool = False, backend: str = "local",
               workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
-              echo: Callable[[str], None] = print, threads: int | None = None) -> Reproduction:
-    """Run what ``claims`` need under ``root`` (reusing finished runs, each on ``threads`` CPU threads, default 1)
-    and judge them."""
+              echo: Callable[[str], None] = print, threads: int | None = None, figures: str = "first") -> Reproduction:
+    """Run what ``claims`` need under ``root`` (reusing finished runs, each on ``threads`` CPU threads, default 1,
+    drawing figures as ``figures`` says: ``figure_runs``) and judge them."""
     from icl_gd.platform.sweep import run_sweep
+
+    drawn = figure_runs(claims, quick, figures)
 
     started = time.perf_counter()
     if needs_verify(claims):
@@ -147,7 +164,8 @@ def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, c
         # Longest first: the short runs fill the workers' gaps at the end instead of a long one starting last.
         longest_first = sorted(planned, key=lambda p: -p.estimate_s)
         records = run_sweep([p.spec for p in longest_first], root, registry=registry, backend=backend,
-                            workers=workers, address=address, device=device, progress=progress, threads=threads)
+                            workers=workers, address=address, device=device, progress=progress, threads=threads,
+                            figures=drawn)
         for record in records:
             if record.status == "failed":
                 failures[Path(record.run_dir).name] = record.error or "unknown error"

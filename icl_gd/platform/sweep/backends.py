@@ -18,7 +18,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
-from icl_gd.platform.sweep.plan import RunSpec
+from icl_gd.platform.sweep.plan import Figures, RunSpec, draws_figures
 from icl_gd.platform.sweep.worker import RunOutcome, init_pool_worker, run_one, run_one_in_pool
 
 Started = Callable[[str], None]
@@ -29,8 +29,9 @@ CONNECT_TIMEOUT_S = 5.0  # to reach a Ray cluster's address before handing it to
 
 
 def run_local(specs: Sequence[RunSpec], root: str, device: str, registry: StudyRegistry, workers: int,
-              started: Started, finished: Finished, threads: int = 1, figures: bool = True) -> None:
-    """Run ``specs`` on ``workers`` processes (spawned: a clean interpreter each, ``threads`` intra-op threads).
+              started: Started, finished: Finished, threads: int = 1, figures: Figures = True) -> None:
+    """Run ``specs`` on ``workers`` processes (spawned: a clean interpreter each, ``threads`` intra-op threads;
+    ``figures``: which runs draw theirs, ``plan.draws_figures``).
 
     A worker that dies (killed, out of memory) breaks the pool: the runs it and the other workers had in flight
     go back in the queue (they resume from their checkpoints) with the runs not yet started, on a fresh pool; a
@@ -57,7 +58,7 @@ def run_local(specs: Sequence[RunSpec], root: str, device: str, registry: StudyR
 
         try:
             futures: dict[Future, RunSpec] = {pool.submit(run_one_in_pool, s, root, device, registry, threads,
-                                                          figures): s
+                                                          draws_figures(figures, s)): s
                                               for s in remaining}
             pending = set(futures)
             while pending:
@@ -96,7 +97,7 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
 
 
 def run_ray(specs: Sequence[RunSpec], root: str, device: str, registry: StudyRegistry, workers: int | None,
-            address: str | None, started: Started, finished: Finished, threads: int = 1, figures: bool = True) -> None:
+            address: str | None, started: Started, finished: Finished, threads: int = 1, figures: Figures = True) -> None:
     """Run each spec as one Ray task (``num_cpus=threads``) on the cluster at ``address`` (``auto``, ``HOST:PORT``,
     ``ray://HOST:PORT``), on an already initialised Ray, or (neither) on a local single-node instance started for
     the sweep on loopback only and shut down after. The run directories must be on storage every node sees:
@@ -112,7 +113,8 @@ def run_ray(specs: Sequence[RunSpec], root: str, device: str, registry: StudyReg
         start_local_ray(max(threads, workers * threads if workers else os.cpu_count() or 1))
     try:
         task = ray.remote(num_cpus=threads)(run_one)  # Ray retries a task whose node or worker died (system failure)
-        refs = {task.remote(spec, root, device, registry, threads, figures): spec for spec in specs}
+        refs = {task.remote(spec, root, device, registry, threads, draws_figures(figures, spec)): spec
+                for spec in specs}
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
         for spec in list(refs.values())[:slots]:
             started(spec.run_id())  # Ray does not say when a task starts; the first `slots` are running

@@ -11,7 +11,7 @@ from typing import Any
 from icl_gd.core.errors import ConfigError, RunDirectoryError
 from icl_gd.platform.sweep.backends import run_local, run_ray
 from icl_gd.core.study import StudyRegistry
-from icl_gd.platform.sweep.plan import RunSpec
+from icl_gd.platform.sweep.plan import Figures, RunSpec
 from icl_gd.platform.sweep.progress import SweepProgress
 from icl_gd.platform.sweep.worker import RunOutcome, finished_metrics
 
@@ -33,11 +33,12 @@ class RunRecord:
 
 def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, backend: str = "local",
               workers: int | None = None, address: str | None = None, device: str = "cpu", progress: bool = True,
-              threads: int | None = None, figures: bool = True) -> list[RunRecord]:
+              threads: int | None = None, figures: Figures = True) -> list[RunRecord]:
     """Run every spec in ``root/runs/<run_id>`` (specs may mix studies and presets); a run directory that holds
     a finished run is skipped. ``threads``: CPU threads of each run (default 1). ``workers``: local processes
     (default: the number of cores over ``threads``) or, for a Ray instance started here, its CPUs. Failed runs
-    are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt). ``figures`` False: the runs draw none."""
+    are recorded, never raised; Ctrl-C propagates (KeyboardInterrupt). ``figures`` False: the runs draw none; a set
+    of run ids: only those runs draw theirs."""
     if backend not in BACKENDS:
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers <= 0:

@@ -6,7 +6,7 @@ import hashlib
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from icl_gd.core.errors import ConfigError
@@ -46,6 +46,14 @@ class RunSpec:
         if safe != name or len(safe) > _MAX_NAME:
             safe = f"{safe[:_MAX_NAME]}__{_digest((self.study, self.preset, self.overrides), 10)}"
         return safe
+
+
+Figures = bool | Set[str]  # every run draws its figures (True), none does (False), or only the runs of these ids
+
+
+def draws_figures(figures: Figures, spec: RunSpec) -> bool:
+    """Whether the run of ``spec`` draws its figures under a sweep's ``figures`` choice."""
+    return figures if isinstance(figures, bool) else spec.run_id() in figures
 
 
 def _digest(value: object, length: int) -> str:
