@@ -97,7 +97,8 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
 
 
 def run_ray(specs: Sequence[RunSpec], root: str, device: str, registry: StudyRegistry, workers: int | None,
-            address: str | None, started: Started, finished: Finished, threads: int = 1, figures: Figures = True) -> None:
+            address: str | None, started: Started, finished: Finished, threads: int = 1,
+            figures: Figures = True) -> None:
     """Run each spec as one Ray task (``num_cpus=threads``) on the cluster at ``address`` (``auto``, ``HOST:PORT``,
     ``ray://HOST:PORT``), on an already initialised Ray, or (neither) on a local single-node instance started for
     the sweep on loopback only and shut down after. The run directories must be on storage every node sees:
