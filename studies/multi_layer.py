@@ -90,12 +90,12 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     layout, shared = run.layout, config.model.shared_steps
     tune = run.tune_batch()
     args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, config.model.layers)
-    gd = tune_gd(*args, shared=shared)
-    gdpp = tune_gdpp(*args, shared=shared, start=gd)
+    gd = run.seed_independent("gd", lambda: tune_gd(*args, shared=shared))
+    gdpp = run.seed_independent("gdpp", lambda: tune_gdpp(*args, shared=shared, start=gd))
     references = {"gd": GDPredictor(layout, gd.etas), "gdpp": GDPPPredictor(layout, gdpp)}
     for name, predictor in references.items():
         run.add_reference(name, predictor)
-    gdpp_adam = authors_tuned_gdpp(run, tune) if config.adam_steps else None
+    gdpp_adam = run.seed_independent("gdpp_adam", lambda: authors_tuned_gdpp(run, tune)) if config.adam_steps else None
     if gdpp_adam is not None:  # a second GD++ tuning: scored and drawn, not aligned at every evaluation
         run.add_reference("gdpp_adam", GDPPPredictor(layout, gdpp_adam, clip=authors_clip(config, layout)),
                           align=False, curve="gdpp (authors' tuning)")

@@ -1,5 +1,6 @@
-"""The reproduce scheduler hands the sweep its runs longest first, so no long run starts while the other worker idles
-at the end."""
+"""The reproduce scheduler hands the sweep its runs longest plan first, so no long run starts while the other worker
+idles at the end, each plan's first seed a plan ahead of its later seeds (which read what it computed for them); and
+only the runs whose figures are shown draw them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from icl_gd.platform.claims.registry import ALL_CHECKS
 from icl_gd.studies import REGISTRY
 
 
-def test_runs_are_handed_to_the_sweep_longest_first(tmp_path, monkeypatch):
-    claims = [c for c in ALL_CHECKS if c.id in ("vo-single-loss", "vo-deep-separate", "vo-fixed-tasks-128-fails")]
+def test_runs_are_handed_to_the_sweep_longest_plan_first_each_first_seed_a_plan_ahead(tmp_path, monkeypatch):
+    claims = [c for c in ALL_CHECKS if c.id in ("vo-single-loss", "vo-deep-separate", "vo-fixed-tasks-128-fails",
+                                                "vo-recurrent10-gdpp-aligned")]
     handed = []
 
     def fake_sweep(specs, root, **options):
@@ -23,9 +25,24 @@ def test_runs_are_handed_to_the_sweep_longest_first(tmp_path, monkeypatch):
     monkeypatch.setattr("icl_gd.platform.sweep.run_sweep", fake_sweep)
     monkeypatch.setattr(rp, "judge", lambda *args, **kwargs: [])
     rp.reproduce(tmp_path, claims, registry=REGISTRY, checks=lambda: [], progress=False, echo=lambda _: None)
-    estimate = {p.spec: p.estimate_s for p in rp.plan_runs(claims, False)}
-    assert len(handed) == len(estimate) > 3
-    assert [estimate[s] for s in handed] == sorted(estimate.values(), reverse=True)
+    planned = rp.plan_runs(claims, False)
+    estimate = {p.spec: p.estimate_s for p in planned}
+    assert sorted(handed, key=str) == sorted(estimate, key=str)  # every run once
+    plans: dict[tuple, list] = {}
+    for p in sorted(planned, key=lambda p: -p.estimate_s):
+        plans.setdefault(rp.plan_key(p.spec), []).append(p.spec)
+    seeds = list(plans.values())  # each plan's seeds in seed order, plans longest first
+    assert len(seeds) == 4 and all(len(s) > 1 for s in seeds)
+    assert len({estimate[s[0]] for s in seeds}) == 4  # distinct lengths: "longest first" is one order
+    at = {spec: i for i, spec in enumerate(handed)}
+    assert handed[0] == seeds[0][0]  # the longest plan starts first
+    for plan, following in zip(seeds, seeds[1:] + [None]):
+        assert [at[s] for s in plan] == sorted(at[s] for s in plan)  # a plan's seeds in seed order
+        if following is not None:
+            # the next plan's first seed between this plan's first and its later seeds: a head start of one run
+            assert at[plan[0]] < at[following[0]] < at[plan[1]]
+            # and no further back than that: before the next plan's own later seeds
+            assert all(at[s] < at[following[1]] for s in plan[1:])
     assert estimate[handed[0]] > estimate[handed[-1]]  # the five-layer runs before the single layer's
 
 

@@ -1,7 +1,9 @@
-"""Which source a result came from: the git commit of the icl-gd tree that computed it."""
+"""Which source a result came from: the git commit of the icl-gd tree that computed it, and a digest of its code."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -33,4 +35,20 @@ def source_commit() -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-__all__ = ["source_commit"]
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """A digest of every Python source file of the ``icl_gd`` package (each file's path inside the package and its
+    bytes, the studies and constructions included): equal digests, the same code, committed or not. Read at the
+    first call and cached per process: a run keys its shared results by the code it started with."""
+    package = Path(__file__).parents[1]  # not resolved: in a checkout, studies/ and constructions/ are links
+    files = []
+    for folder, dirs, names in os.walk(package, followlinks=True):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        files.extend(Path(folder) / n for n in names if n.endswith(".py"))
+    digest = hashlib.sha256()
+    for path in sorted(files, key=lambda p: p.relative_to(package).as_posix()):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+__all__ = ["source_commit", "source_digest"]

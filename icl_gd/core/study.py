@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import mean_over_seeds, write_csv, write_json, write_metrics
+from icl_gd.core.shared import SharedResults
 
 if TYPE_CHECKING:  # torch is imported when a study runs, not when one is listed (the CLI starts fast)
     import torch
@@ -42,6 +43,8 @@ class RunContext:
     progress: bool = True
     figures: bool = True  # False: no figure is drawn (numbers and tables unchanged; drawing is most of a tiny run)
     label: str = ""  # what ran, in words (``run_label``): every figure's title line
+    # Where the runs of one sweep keep what their seed does not change (``icl_gd.core.shared``); None: computed here.
+    shared: SharedResults | None = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from icl_gd.platform.memory import check_memory
 from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.runlock import RunLock
+from icl_gd.core.shared import SharedResults
 from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, run_label, write_resolved_config
 from icl_gd.core.timing import run_timing
 
@@ -56,13 +57,15 @@ def set_threads(threads: int | None) -> None:
 def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "default", overrides: Sequence[str] = (), *,
                 steps: int | None = None, seeds: int | None = None, device: str = "cpu",
                 threads: int | None = None, progress: bool = True, force: bool = False,
-                figures: bool = True) -> dict[str, Any]:
+                figures: bool = True, shared: Path | None = None) -> dict[str, Any]:
     """Run ``study`` into ``out`` and return the ``mean`` metrics it wrote to ``metrics.json``.
 
     ``threads`` None takes the study's default (1 for the regression studies). Raises ConfigError (bad setting,
     device, or a run too large for the free memory, naming the key to lower) before ``out`` is touched, and
     RunDirectoryError when ``out`` holds a finished run (without ``force``), is unwritable or is in use by
-    another run. ``figures`` False draws no figure (the numbers and tables are the same).
+    another run. ``figures`` False draws no figure (the numbers and tables are the same). ``shared``: the folder
+    where the runs of one sweep keep the results their seed does not change (``icl_gd.core.shared``); None: the run
+    computes them itself.
     """
     spec = registry.get(study)
     config = resolve_study_config(spec, preset, overrides, steps=steps, seeds=seeds)
@@ -73,7 +76,8 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
     with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures,
-                         label=run_label(spec, preset, config))
+                         label=run_label(spec, preset, config),
+                         shared=None if shared is None else SharedResults(Path(shared)))
         write_resolved_config(ctx, spec, config, preset)
         with run_timing(out):  # timings.json: this attempt's wall / CPU time and its phases
             return spec.run(config, ctx)

@@ -13,6 +13,8 @@ way in every study (``TrainingConfig.resolve``).
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -23,8 +25,10 @@ from torch import nn
 from icl_gd.core.config import (check_settings, positive_int, require_non_negative, require_positive, require_scale,
                                 setting)
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.results import to_jsonable
 from icl_gd.core.optim import require_optimizer_keys
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
+from icl_gd.regression.gd import GDPPParams
 from icl_gd.regression.lsa import LSAConfig
 from icl_gd.regression.metrics import Predictor
 from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
@@ -199,6 +203,19 @@ class QuickRegressionConfig(RegressionConfig):
 
 
 # ---------------------------------------------------------------------------------------------------- the run
+def _schedule_json(params: GDPPParams) -> dict[str, list[float]]:
+    return {"etas": list(params.etas), "gammas": list(params.gammas)}
+
+
+def _schedule_of_json(value: Mapping[str, Any]) -> GDPPParams:
+    """The schedule ``_schedule_json`` wrote; ValueError unless every entry is a finite float."""
+    etas, gammas = (tuple(value[k]) for k in ("etas", "gammas"))
+    if not etas or len(etas) != len(gammas) or not all(isinstance(v, float) and math.isfinite(v)
+                                                           for v in etas + gammas):
+        raise ValueError("a stored schedule is not as many finite η as γ")
+    return GDPPParams(etas, gammas)
+
+
 class RegressionRun(StudyRun):
     """One run of a regression study, from its config to ``metrics.json``.
 
@@ -232,6 +249,20 @@ class RegressionRun(StudyRun):
         ev = self.config.evaluation
         batch, tokens = self.token_task.batch_tokens(ev.n_tune, ev.test_seed, 0, Stream.TUNE, self.device)
         return tokens, batch.y_query
+
+    def seed_independent(self, name: str, compute: Callable[[], GDPPParams]) -> GDPPParams:
+        """``compute()``, a reference's schedule tuned on the held-out tasks (``test_seed``'s, which no training seed
+        changes). In a sweep, one run of this set-up computes it and the others (its other seeds) read the same
+        float64 values (``icl_gd.core.shared``, keyed by the config but its seeds); run alone, computed here."""
+        shared = self.ctx.shared
+        if shared is None:
+            return compute()
+        config = to_jsonable(self.config)
+        del config["evaluation"]["seed"], config["evaluation"]["seeds"]
+        config_type = type(self.config)
+        depends_on = {"config_type": f"{config_type.__module__}.{config_type.__qualname__}", "config": config,
+                      "device": str(self.device)}
+        return shared.value(name, depends_on, compute, _schedule_json, _schedule_of_json)
 
     # ------------------------------------------------------------------ scoring
     def score(self, predictor: Predictor) -> Scored:

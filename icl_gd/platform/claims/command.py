@@ -16,8 +16,8 @@ from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import marked_block_span, read_json, write_json
 from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
                                            readme_block, readme_claims_json, update_readme, write_report)
-from icl_gd.platform.claims.reproduce import (FIGURE_CHOICES, Checks, PlannedRun, needs_verify, plan_runs, reproduce,
-                                              select_claims)
+from icl_gd.platform.claims.reproduce import (FIGURE_CHOICES, Checks, PlannedRun, needs_verify, plan_key, plan_runs,
+                                              reproduce, select_claims)
 
 
 def current_commit() -> str:
@@ -35,11 +35,6 @@ def _is_finished(planned: PlannedRun, root: Path) -> bool:
     return (_run_dir(planned, root) / "metrics.json").is_file()
 
 
-def _plan_key(spec) -> tuple:
-    """What a run shares with the other seeds of its plan: study, preset and every override but the seed."""
-    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
-
-
 def _seed_of(spec) -> str:
     return spec.values().get("seed", "?")
 
@@ -52,10 +47,10 @@ def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tu
     for p in planned:
         cpu = measured_cpu_s(_run_dir(p, root)) if _is_finished(p, root) else None
         if cpu is not None:
-            finished.setdefault(_plan_key(p.spec), []).append((_seed_of(p.spec), cpu))
+            finished.setdefault(plan_key(p.spec), []).append((_seed_of(p.spec), cpu))
     out = {}
     for p in planned:
-        siblings = finished.get(_plan_key(p.spec))
+        siblings = finished.get(plan_key(p.spec))
         if siblings and not _is_finished(p, root):
             out[p.spec] = (sum(c for _, c in siblings) / len(siblings), [s for s, _ in siblings])
     return out

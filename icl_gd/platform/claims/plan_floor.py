@@ -18,7 +18,7 @@ from pathlib import Path
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 from icl_gd.core.study import StudyRegistry, resolve_study_config
 from icl_gd.core.timing import read_timings
-from icl_gd.platform.claims.reproduce import PlannedRun
+from icl_gd.platform.claims.reproduce import PlannedRun, plan_key
 from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, training_flops
 
 
@@ -60,11 +60,6 @@ def packed_s(durations: Sequence[float], workers: int) -> float:
     return max(loads)
 
 
-def _plan_key(planned: PlannedRun) -> tuple:
-    spec = planned.spec
-    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
-
-
 def _trained_s(runs: Sequence[PlannedRun], root: Path) -> float | None:
     """Mean over the seeds with timings of their ``training`` phase's wall seconds less the evaluations within it,
     summed over attempts (None when no seed recorded the phase)."""
@@ -80,7 +75,7 @@ def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Pa
     """Every plan of ``planned`` (in order of first appearance) with its floor FLOPs, counted once a plan."""
     groups: dict[tuple, list[PlannedRun]] = {}
     for p in planned:
-        groups.setdefault(_plan_key(p), []).append(p)
+        groups.setdefault(plan_key(p.spec), []).append(p)
     floors = []
     for (study_name, preset, overrides), runs in groups.items():
         study = registry.get(study_name)

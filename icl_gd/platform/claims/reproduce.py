@@ -131,6 +131,26 @@ def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, 
     return tuple(results)
 
 
+def plan_key(spec: Any) -> tuple:
+    """What a run shares with the other seeds of its plan: study, preset and every override but the seed."""
+    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
+
+
+def run_order(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
+    """The order the sweep starts the runs in: longest plan first, so that short runs fill the workers' gaps at the
+    end instead of a long one starting last; each plan's later seeds queue behind the next plan's first seed, so
+    that its first seed has a head start and has usually computed what the seeds share (the references' tuning,
+    ``icl_gd.core.shared``) when they start, instead of every worker computing it at once."""
+    plans: dict[tuple, list[PlannedRun]] = {}
+    for p in sorted(planned, key=lambda p: -p.estimate_s):  # stable: a plan's seeds stay in seed order
+        plans.setdefault(plan_key(p.spec), []).append(p)
+    order, behind = [], []
+    for seeds in plans.values():
+        order += [seeds[0], *behind]
+        behind = seeds[1:]
+    return order + behind
+
+
 FIGURE_CHOICES = ("first", "all", "none")
 
 
@@ -161,9 +181,7 @@ def reproduce(root: Path, claims: Sequence[Claim], *, registry: StudyRegistry, c
     planned = plan_runs(claims, quick)
     failures: dict[str, str] = {}
     if planned:
-        # Longest first: the short runs fill the workers' gaps at the end instead of a long one starting last.
-        longest_first = sorted(planned, key=lambda p: -p.estimate_s)
-        records = run_sweep([p.spec for p in longest_first], root, registry=registry, backend=backend,
+        records = run_sweep([p.spec for p in run_order(planned)], root, registry=registry, backend=backend,
                             workers=workers, address=address, device=device, progress=progress, threads=threads,
                             figures=drawn)
         for record in records:

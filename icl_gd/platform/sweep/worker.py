@@ -17,6 +17,8 @@ from icl_gd.core.results import FINISHED_MARKER, read_json
 from icl_gd.core.study import StudyRegistry
 from icl_gd.platform.sweep.plan import RunSpec
 
+SHARED_DIR = "shared"  # under a sweep's root: the results its runs share (``icl_gd.core.shared``)
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -55,7 +57,8 @@ def install_notice_printer(prefix: str = "") -> None:
 def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, threads: int = 1,
             figures: bool = True) -> RunOutcome:
     """Run ``spec`` in ``root/runs/<run_id>`` through ``execute_run`` on ``threads`` CPU threads (drawing its figures
-    unless ``figures`` is False); never raises for a failed run."""
+    unless ``figures`` is False), sharing with the sweep's other runs what their seed does not change under
+    ``root/shared`` (``icl_gd.core.shared``); never raises for a failed run."""
     from icl_gd.core.allocator import keep_freed_memory
     from icl_gd.platform.runner import execute_run, is_out_of_memory, out_of_memory_message
 
@@ -67,7 +70,7 @@ def run_one(spec: RunSpec, root: str, device: str, registry: StudyRegistry, thre
         return RunOutcome("done", None, 0.0, finished)
     try:
         execute_run(registry, spec.study, run_dir, spec.preset, spec.overrides, device=device, threads=threads,
-                    progress=False, figures=figures)
+                    progress=False, figures=figures, shared=Path(root) / SHARED_DIR)
     except ICLGDError as exc:
         return RunOutcome("failed", _one_line(str(exc)), time.perf_counter() - start)
     except (MemoryError, RuntimeError) as exc:

@@ -1,0 +1,115 @@
+"""Results a seed does not change, computed once per sweep: the store's keys (what must recompute, what may be read),
+its damaged files, and a sweep whose later seeds read the multi-layer study's tuned references and write the numbers
+of runs that tuned them themselves."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from icl_gd.core.errors import ICLGDNotice
+from icl_gd.core.results import read_json
+from icl_gd.core.shared import SharedResults
+from icl_gd.platform.runner import execute_run
+from icl_gd.platform.sweep import RunSpec, run_sweep
+from icl_gd.studies import REGISTRY
+
+
+class Counted:
+    """A computation that counts its calls and returns a float64 value JSON must keep exactly."""
+
+    def __init__(self, value: float = 0.1 + 0.2) -> None:
+        self.calls, self.value = 0, value
+
+    def __call__(self) -> dict:
+        self.calls += 1
+        return {"x": self.value}
+
+
+def _value(shared: SharedResults, compute: Counted, depends_on: dict | None = None) -> dict:
+    return shared.value("probe", depends_on or {"n": 1}, compute, encode=dict, decode=lambda v: {"x": v["x"]})
+
+
+def test_a_second_store_on_the_same_folder_reads_the_first_ones_value_bit_for_bit(tmp_path):
+    compute = Counted(1 / 3)
+    first = _value(SharedResults(tmp_path), compute)
+    second = _value(SharedResults(tmp_path), compute)  # another run: another object on the same folder
+    assert compute.calls == 1 and second == first and second["x"].hex() == (1 / 3).hex()
+
+
+def test_anything_in_the_key_changing_computes_afresh(tmp_path, monkeypatch):
+    import torch
+
+    compute = Counted()
+    _value(SharedResults(tmp_path), compute)
+    _value(SharedResults(tmp_path), compute, {"n": 2})  # another config
+    assert compute.calls == 2
+    monkeypatch.setattr("icl_gd.core.shared.source_digest", lambda: "edited code")
+    _value(SharedResults(tmp_path), compute)
+    assert compute.calls == 3
+    monkeypatch.undo()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)  # the same products summed in another order
+        _value(SharedResults(tmp_path), compute)
+    finally:
+        torch.set_num_threads(threads)
+    assert compute.calls == 4
+    _value(SharedResults(tmp_path), compute)  # and the first key's file is still read
+    assert compute.calls == 4
+
+
+@pytest.mark.parametrize("damage", ["truncated", "another key", "refused value"])
+def test_a_damaged_or_foreign_file_is_computed_again_and_replaced(tmp_path, damage):
+    compute = Counted()
+    _value(SharedResults(tmp_path), compute)
+    (path,) = tmp_path.glob("probe-*.json")
+    record = read_json(path)
+    if damage == "truncated":
+        path.write_text(path.read_text()[:20])
+    elif damage == "another key":
+        record["key"]["depends_on"] = {"n": 99}
+        path.write_text(json.dumps(record))
+    else:
+        record["value"] = {"y": 1.0}  # decode raises KeyError
+        path.write_text(json.dumps(record))
+    with pytest.warns(ICLGDNotice, match="computing it again"):
+        assert _value(SharedResults(tmp_path), compute) == {"x": compute.value}
+    assert compute.calls == 2 and read_json(path)["value"] == {"x": compute.value}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # replaced: read again without a notice
+        _value(SharedResults(tmp_path), compute)
+    assert compute.calls == 2
+
+
+TINY = ("layers=2", "recurrent=true", "steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6",
+        "n_ood=32", "max_applications=3", "gdpp_adam_steps=3")
+GD, GDPP, ADAM = ("tuning GD step sizes", "tuning GD++ step sizes and transforms",
+                  "tuning GD++ the authors' way (grid scan, then Adam)")
+
+
+def _tunings(run_dir: Path) -> dict[str, int]:
+    """How often the run entered each tuning phase (GD++ twice when tuned by the run: the reference, then again
+    from the trained model's schedule, which is the seed's own)."""
+    calls = read_json(run_dir / "timings.json")["attempts"][-1]["phase_calls"]
+    return {phase: calls.get(phase, 0) for phase in (GD, GDPP, ADAM)}
+
+
+def test_a_sweeps_later_seeds_read_the_tuned_references_and_write_the_numbers_of_their_own_tuning(tmp_path):
+    specs = [RunSpec("multi-layer", "default", (*TINY, f"seed={s}", "seeds=1")) for s in (0, 1)]
+    records = run_sweep(specs, tmp_path / "sweep", registry=REGISTRY, workers=1, progress=False, figures=False)
+    assert [r.status for r in records] == ["done", "done"]
+    first, second = (r.run_dir for r in records)
+    assert _tunings(first) == {GD: 1, GDPP: 2, ADAM: 1}  # the first seed tuned GD, GD++ and the authors' GD++ ...
+    assert _tunings(second) == {GD: 0, GDPP: 1, ADAM: 0}  # ... the second read the three, re-tuned its own
+    assert len(list((tmp_path / "sweep" / "shared").glob("*.json"))) == 3
+    alone = tmp_path / "alone"  # the second seed as its own run, tuning for itself
+    execute_run(REGISTRY, "multi-layer", alone, "default", specs[1].overrides, threads=1, progress=False,
+                figures=False)
+    assert _tunings(alone) == _tunings(first)
+    assert read_json(second / "metrics.json")["seeds"] == read_json(alone / "metrics.json")["seeds"]
+    for table in ("curves.csv", "depth.csv", "ood.csv"):
+        assert (second / table).read_text() == (alone / table).read_text(), table
