@@ -87,8 +87,7 @@ class MultiLayerConfig(RegressionConfig):
 
 def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     run = RegressionRun(config, ctx, ConcatTokenTask(config.task.build()))
-    layout, shared = run.layout, config.model.shared_steps
-    tune = run.tune_batch()
+    layout, shared, tune = run.layout, config.model.shared_steps, run.tune_batch()
     args = (tune.x_context, tune.y_context, tune.x_query, tune.y_query, config.model.layers)
     gd = run.seed_independent("gd", lambda: tune_gd(*args, shared=shared))
     gdpp = run.seed_independent("gdpp", lambda: tune_gdpp(*args, shared=shared, start=gd))
@@ -122,8 +121,9 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     models = run.train_seeds("trained", model, lambda m, step, seed: run.eval_rows(step, seed, "trained", m),
                              batched=config.batched_seeds)
     depth, test = config.depth_sweep(), run.test
-    depth_refs = reference_depth_rows(depth, layout, test.tokens.double(), test.targets, {"gd": gd, "gdpp": gdpp}
-                                      ) if config.model.recurrent and lsa_blocks else []
+    depth_refs = run.shared_rows("depth_rows", lambda: reference_depth_rows(
+        depth, layout, test.tokens.double(), test.targets, {"gd": gd, "gdpp": gdpp})
+    ) if config.model.recurrent and lsa_blocks else []
     for seed, trained in models.items():
         metrics = {**seed_metrics(run, seed, trained, model(seed).to(run.device)), **common}
         if lsa_blocks:

@@ -34,6 +34,7 @@ from icl_gd.core.plotting import legend_outside, plt, sns
 from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure,
                                        rows_frame)
 from icl_gd.core.study import RunContext, Study
+from icl_gd.core.shared import TABLES
 from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
 from icl_gd.regression.tasks import Stream
@@ -92,14 +93,13 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
     iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
     depth, test = config.depth_sweep(), run.test
-    gd_depth = reference_depth_rows(depth, layout, test.tokens, test.targets, {"gd": GDPPParams((etas[0],), (0.0,))}
-                                    ) if iterate else []
     if iterate:  # which test tasks GD's repeated step λη cannot converge on (docs/studies/single-layer.md)
         common.update(gd_instability(run.test_batch.x_context, etas[0], config.dampings))
-        draws = rollout_draws(run, config.rollout_draws)
-        gd_draws = [gd_depth] + [reference_depth_rows(depth, layout, tokens, targets,
-                                                      {"gd": GDPPParams((etas[0],), (0.0,))})
-                                 for _, tokens, targets in draws[1:]]
+        draws = rollout_draws(run, config.rollout_draws)  # draw 0: the test set, whose GD curves are depth.csv's
+        gd_draws = run.seed_independent("gd_depth_rows", lambda: [reference_depth_rows(
+            depth, layout, tokens, targets, {"gd": GDPPParams((etas[0],), (0.0,))}) for _, tokens, targets in draws],
+            TABLES)
+        gd_depth = gd_draws[0]
         for k, (x_context, _, _) in enumerate(draws):
             run.add_rows("rollout_tasks", unstable_task_rows(x_context, etas[0], config.dampings), draw=k)
     for seed, model in models.items():

@@ -12,7 +12,7 @@ import pytest
 
 from icl_gd.core.errors import ICLGDNotice
 from icl_gd.core.results import read_json
-from icl_gd.core.shared import SharedResults
+from icl_gd.core.shared import TABLES, Codec, SharedResults
 from icl_gd.platform.runner import execute_run
 from icl_gd.platform.sweep import RunSpec, run_sweep
 from icl_gd.studies import REGISTRY
@@ -30,7 +30,7 @@ class Counted:
 
 
 def _value(shared: SharedResults, compute: Counted, depends_on: dict | None = None) -> dict:
-    return shared.value("probe", depends_on or {"n": 1}, compute, encode=dict, decode=lambda v: {"x": v["x"]})
+    return shared.value("probe", depends_on or {"n": 1}, compute, Codec(dict, lambda v: {"x": v["x"]}))
 
 
 def test_a_second_store_on_the_same_folder_reads_the_first_ones_value_bit_for_bit(tmp_path):
@@ -85,31 +85,40 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_replaced(tmp_path, dama
     assert compute.calls == 2
 
 
-TINY = ("layers=2", "recurrent=true", "steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6",
-        "n_ood=32", "max_applications=3", "gdpp_adam_steps=3")
-GD, GDPP, ADAM = ("tuning GD step sizes", "tuning GD++ step sizes and transforms",
-                  "tuning GD++ the authors' way (grid scan, then Adam)")
+_REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32",
+               "max_applications=3")
+GD, GDPP, ADAM, DEPTH = ("tuning GD step sizes", "tuning GD++ step sizes and transforms",
+                         "tuning GD++ the authors' way (grid scan, then Adam)", "GD/GD++ depth curves")
+# study, its tiny overrides, the seed-independent phases a run that computes them enters (and how often), those a
+# later seed of the sweep still enters (its own: GD++ re-tuned from its trained schedule; single-layer's GD step,
+# which is not shared), the shared files, and the tables the two must write alike
+CASES = [
+    ("multi-layer", (*_REGRESSION, "layers=2", "recurrent=true", "gdpp_adam_steps=3"),
+     {GD: 1, GDPP: 2, ADAM: 1, DEPTH: 1}, {GD: 0, GDPP: 1, ADAM: 0, DEPTH: 0}, 4, ("curves", "depth", "ood")),
+    ("single-layer", (*_REGRESSION, "interpolation_points=3", "rollout_draws=2"),
+     {GD: 1, GDPP: 0, ADAM: 0, DEPTH: 2}, {GD: 1, GDPP: 0, ADAM: 0, DEPTH: 0}, 1,
+     ("curves", "depth", "rollout_draws", "interpolation")),
+]
 
 
-def _tunings(run_dir: Path) -> dict[str, int]:
-    """How often the run entered each tuning phase (GD++ twice when tuned by the run: the reference, then again
-    from the trained model's schedule, which is the seed's own)."""
+def _calls(run_dir: Path) -> dict[str, int]:
+    """How often the run entered each phase that computes a seed-independent result."""
     calls = read_json(run_dir / "timings.json")["attempts"][-1]["phase_calls"]
-    return {phase: calls.get(phase, 0) for phase in (GD, GDPP, ADAM)}
+    return {phase: calls.get(phase, 0) for phase in (GD, GDPP, ADAM, DEPTH)}
 
 
-def test_a_sweeps_later_seeds_read_the_tuned_references_and_write_the_numbers_of_their_own_tuning(tmp_path):
-    specs = [RunSpec("multi-layer", "default", (*TINY, f"seed={s}", "seeds=1")) for s in (0, 1)]
+@pytest.mark.parametrize("study, overrides, computing, reading, n_shared, tables", CASES, ids=[c[0] for c in CASES])
+def test_a_sweeps_later_seed_reads_the_references_and_writes_the_numbers_of_a_lone_run(
+        tmp_path, study, overrides, computing, reading, n_shared, tables):
+    specs = [RunSpec(study, "default", (*overrides, f"seed={s}", "seeds=1")) for s in (0, 1)]
     records = run_sweep(specs, tmp_path / "sweep", registry=REGISTRY, workers=1, progress=False, figures=False)
     assert [r.status for r in records] == ["done", "done"]
     first, second = (r.run_dir for r in records)
-    assert _tunings(first) == {GD: 1, GDPP: 2, ADAM: 1}  # the first seed tuned GD, GD++ and the authors' GD++ ...
-    assert _tunings(second) == {GD: 0, GDPP: 1, ADAM: 0}  # ... the second read the three, re-tuned its own
-    assert len(list((tmp_path / "sweep" / "shared").glob("*.json"))) == 3
-    alone = tmp_path / "alone"  # the second seed as its own run, tuning for itself
-    execute_run(REGISTRY, "multi-layer", alone, "default", specs[1].overrides, threads=1, progress=False,
-                figures=False)
-    assert _tunings(alone) == _tunings(first)
+    assert _calls(first) == computing and _calls(second) == reading
+    assert len(list((tmp_path / "sweep" / "shared").glob("*.json"))) == n_shared
+    alone = tmp_path / "alone"  # the second seed as its own run, computing everything itself
+    execute_run(REGISTRY, study, alone, "default", specs[1].overrides, threads=1, progress=False, figures=False)
+    assert _calls(alone) == computing
     assert read_json(second / "metrics.json")["seeds"] == read_json(alone / "metrics.json")["seeds"]
-    for table in ("curves.csv", "depth.csv", "ood.csv"):
-        assert (second / table).read_text() == (alone / table).read_text(), table
+    for table in tables:
+        assert (second / f"{table}.csv").read_text() == (alone / f"{table}.csv").read_text(), table

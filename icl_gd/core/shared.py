@@ -18,16 +18,54 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from icl_gd.core.errors import ICLGDNotice
 from icl_gd.core.provenance import source_digest
 from icl_gd.core.results import to_jsonable, write_json
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How a result is kept: ``encode`` to JSON values, ``decode`` back to an equal result (ValueError, KeyError or
+    TypeError on a value it cannot have written)."""
+
+    encode: Callable[[T], Any]
+    decode: Callable[[Any], T]
+
+
+def _float_json(value: Any) -> Any:
+    """A float as its exact hexadecimal text (inf and NaN included: JSON has neither); other values as they are."""
+    if isinstance(value, float):
+        return {"float": value.hex()}
+    if isinstance(value, (str, int)) or value is None:  # bool is an int
+        return value
+    raise TypeError(f"a shared row holds a {type(value).__name__}, not a plain value")
+
+
+def _float_of_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return float.fromhex(value["float"])
+    if isinstance(value, (str, int)) or value is None:
+        return value
+    raise ValueError(f"a stored row holds {value!r}")
+
+
+def _rows_json(rows: Sequence[Sequence[Mapping[str, Any]]]) -> list:
+    return [[{k: _float_json(v) for k, v in row.items()} for row in table] for table in rows]
+
+
+def _rows_of_json(value: Any) -> list[list[dict[str, Any]]]:
+    return [[{k: _float_of_json(v) for k, v in row.items()} for row in table] for table in value]
+
+
+# Tables of tidy rows (a list of tables, each a list of rows of plain values), every float kept bit for bit.
+TABLES = Codec(_rows_json, _rows_of_json)
 
 
 def shared_key(name: str, depends_on: Mapping[str, Any]) -> dict[str, Any]:
@@ -48,17 +86,16 @@ class SharedResults:
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
         return self.folder / f"{key['name']}-{digest}.json"
 
-    def value(self, name: str, depends_on: Mapping[str, Any], compute: Callable[[], T],
-              encode: Callable[[T], Any], decode: Callable[[Any], T]) -> T:
-        """The result ``name`` for ``depends_on``: read if a run computed it before, else ``compute()``d and kept.
-        ``encode`` turns it into JSON values that ``decode`` turns back into an equal result (floats are kept
-        exactly); a stored value that ``decode`` refuses (raises ValueError) is computed again."""
+    def value(self, name: str, depends_on: Mapping[str, Any], compute: Callable[[], T], codec: Codec[T]) -> T:
+        """The result ``name`` for ``depends_on``: read if a run computed it before, else ``compute()``d and kept
+        (``codec``: to JSON values and back to an equal result); a stored value the codec refuses is computed
+        again."""
         key = shared_key(name, depends_on)
         path = self.path(key)
         stored = _read(path)
         if stored is not None and stored.get("key") == key:
             try:
-                return decode(stored["value"])
+                return codec.decode(stored["value"])
             except (KeyError, TypeError, ValueError):
                 pass
         if stored is not None:
@@ -66,7 +103,7 @@ class SharedResults:
                           stacklevel=2)
         result = compute()
         self.folder.mkdir(parents=True, exist_ok=True)
-        write_json(path, {"key": key, "value": encode(result)})
+        write_json(path, {"key": key, "value": codec.encode(result)})
         return result
 
 

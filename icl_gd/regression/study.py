@@ -17,7 +17,7 @@ import math
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -26,6 +26,7 @@ from icl_gd.core.config import (check_settings, positive_int, require_non_negati
                                 setting)
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import to_jsonable
+from icl_gd.core.shared import TABLES, Codec
 from icl_gd.core.optim import require_optimizer_keys
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
 from icl_gd.regression.gd import GDPPParams
@@ -203,6 +204,9 @@ class QuickRegressionConfig(RegressionConfig):
 
 
 # ---------------------------------------------------------------------------------------------------- the run
+T = TypeVar("T")
+
+
 def _schedule_json(params: GDPPParams) -> dict[str, list[float]]:
     return {"etas": list(params.etas), "gammas": list(params.gammas)}
 
@@ -214,6 +218,9 @@ def _schedule_of_json(value: Mapping[str, Any]) -> GDPPParams:
                                                            for v in etas + gammas):
         raise ValueError("a stored schedule is not as many finite η as γ")
     return GDPPParams(etas, gammas)
+
+
+SCHEDULE = Codec(_schedule_json, _schedule_of_json)
 
 
 class RegressionRun(StudyRun):
@@ -250,10 +257,11 @@ class RegressionRun(StudyRun):
         batch, tokens = self.token_task.batch_tokens(ev.n_tune, ev.test_seed, 0, Stream.TUNE, self.device)
         return tokens, batch.y_query
 
-    def seed_independent(self, name: str, compute: Callable[[], GDPPParams]) -> GDPPParams:
-        """``compute()``, a reference's schedule tuned on the held-out tasks (``test_seed``'s, which no training seed
-        changes). In a sweep, one run of this set-up computes it and the others (its other seeds) read the same
-        float64 values (``icl_gd.core.shared``, keyed by the config but its seeds); run alone, computed here."""
+    def seed_independent(self, name: str, compute: Callable[[], T], codec: Codec[T] | None = None) -> T:
+        """``compute()``, a result of the held-out or test tasks alone (``test_seed``'s, which no training seed
+        changes): a reference's tuned schedule (``codec`` None: a ``GDPPParams``) or its rows (``shared.TABLES``).
+        In a sweep, one run of this set-up computes it and the others (its other seeds) read the very same values
+        (``icl_gd.core.shared``, keyed by the config but its seeds); run alone, computed here."""
         shared = self.ctx.shared
         if shared is None:
             return compute()
@@ -262,7 +270,12 @@ class RegressionRun(StudyRun):
         config_type = type(self.config)
         depends_on = {"config_type": f"{config_type.__module__}.{config_type.__qualname__}", "config": config,
                       "device": str(self.device)}
-        return shared.value(name, depends_on, compute, _schedule_json, _schedule_of_json)
+        return shared.value(name, depends_on, compute, codec or SCHEDULE)  # type: ignore[arg-type]
+
+    def shared_rows(self, name: str, rows: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """``rows()``, tidy rows of the held-out or test tasks alone (a reference's depth curves), shared between
+        the seeds of a sweep as ``seed_independent``, every float bit for bit."""
+        return self.seed_independent(name, lambda: [rows()], TABLES)[0]
 
     # ------------------------------------------------------------------ scoring
     def score(self, predictor: Predictor) -> Scored:
