@@ -85,6 +85,20 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_replaced(tmp_path, dama
     assert compute.calls == 2
 
 
+def test_tables_keep_every_float_bit_for_bit_infinities_and_nan_included(tmp_path):
+    tables = [[{"damping": 0.75, "applications": 3, "model": "gd", "loss": float("inf"), "median_loss": 1 / 3}],
+              [{"loss": float("nan"), "x": -0.0, "n": None, "ok": True}]]
+    SharedResults(tmp_path).value("rows", {}, lambda: tables, TABLES)
+    back = SharedResults(tmp_path).value("rows", {}, lambda: pytest.fail("computed again"), TABLES)
+
+    def exact(t):
+        return [[{k: (v.hex() if isinstance(v, float) else v) for k, v in row.items()} for row in table] for table in t]
+
+    assert exact(back) == exact(tables)
+    with pytest.raises(TypeError):
+        TABLES.encode([[{"tensor": [1.0]}]])  # not a plain value: refused, not stored approximately
+
+
 _REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32",
                "max_applications=3")
 GD, GDPP, ADAM, DEPTH = ("tuning GD step sizes", "tuning GD++ step sizes and transforms",
