@@ -99,6 +99,21 @@ def test_tables_keep_every_float_bit_for_bit_infinities_and_nan_included(tmp_pat
         TABLES.encode([[{"tensor": [1.0]}]])  # not a plain value: refused, not stored approximately
 
 
+def test_a_schedule_keeps_each_entrys_type_and_bits_and_refuses_what_no_tuner_returns(tmp_path):
+    from icl_gd.regression.gd import GDPPParams
+    from icl_gd.regression.study import SCHEDULE
+
+    schedule = GDPPParams((1 / 3, 2), (0, 0.1 + 0.2))
+    SharedResults(tmp_path).value("gdpp", {}, lambda: schedule, SCHEDULE)
+    back = SharedResults(tmp_path).value("gdpp", {}, lambda: pytest.fail("computed again"), SCHEDULE)
+    assert [(type(v), v.hex() if isinstance(v, float) else v) for v in back.etas + back.gammas] == \
+        [(type(v), v.hex() if isinstance(v, float) else v) for v in schedule.etas + schedule.gammas]
+    for bad in ({"etas": [None], "gammas": [0.0]}, {"etas": [True], "gammas": [0.0]}, {"etas": [], "gammas": []},
+                {"etas": [1.0, 2.0], "gammas": [0.0]}):
+        with pytest.raises(ValueError):
+            SCHEDULE.decode(bad)
+
+
 _REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32",
                "max_applications=3")
 GD, GDPP, ADAM, DEPTH = ("tuning GD step sizes", "tuning GD++ step sizes and transforms",

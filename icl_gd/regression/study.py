@@ -14,7 +14,6 @@ way in every study (``TrainingConfig.resolve``).
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
@@ -212,10 +211,11 @@ def _schedule_json(params: GDPPParams) -> dict[str, list[float]]:
 
 
 def _schedule_of_json(value: Mapping[str, Any]) -> GDPPParams:
-    """The schedule ``_schedule_json`` wrote; ValueError unless every entry is a finite float."""
+    """The schedule ``_schedule_json`` wrote (JSON keeps each entry's type, int or float, and a float's bits);
+    ValueError unless it is as many finite numbers η as γ."""
     etas, gammas = (tuple(value[k]) for k in ("etas", "gammas"))
-    if not etas or len(etas) != len(gammas) or not all(isinstance(v, float) and math.isfinite(v)
-                                                           for v in etas + gammas):
+    if not etas or len(etas) != len(gammas) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in etas + gammas):
         raise ValueError("a stored schedule is not as many finite η as γ")
     return GDPPParams(etas, gammas)
 
