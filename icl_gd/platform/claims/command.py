@@ -16,8 +16,8 @@ from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import marked_block_span, read_json, write_json
 from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
                                            readme_block, readme_claims_json, update_readme, write_report)
-from icl_gd.platform.claims.reproduce import (FIGURE_CHOICES, Checks, PlannedRun, needs_verify, plan_key, plan_runs,
-                                              reproduce, select_claims)
+from icl_gd.platform.claims.reproduce import (Checks, PlannedRun, needs_verify, plan_key, plan_runs, reproduce,
+                                              require_figure_choice, select_claims)
 
 
 def current_commit() -> str:
@@ -172,8 +172,7 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
         raise ConfigError(f"--backend {backend!r} is not a backend (use local or ray)")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers must be a positive integer, got {workers}")
-    if figures not in FIGURE_CHOICES:
-        raise ConfigError(f"--figures must be one of {', '.join(FIGURE_CHOICES)}, got {figures!r}")
+    require_figure_choice(figures)  # before anything is planned or printed
     if peak is not None and not plan_only:
         raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
     if plan_only:  # a bad --peak is refused before anything is printed

@@ -154,12 +154,16 @@ def run_order(planned: Sequence[PlannedRun]) -> list[PlannedRun]:
 FIGURE_CHOICES = ("first", "all", "none")
 
 
+def require_figure_choice(choice: str) -> None:
+    if choice not in FIGURE_CHOICES:
+        raise ConfigError(f"--figures must be one of {', '.join(FIGURE_CHOICES)}, got {choice!r}")
+
+
 def figure_runs(claims: Sequence[Claim], quick: bool, choice: str) -> bool | frozenset[str]:
     """Which runs draw their figures: ``first``, the first seed of each plan (the run whose figures the report and
     the gallery show; the other seeds' figures are shown nowhere, and drawing them costs seconds to a minute a
     run); ``all``, every run (True); ``none``, no run (False)."""
-    if choice not in FIGURE_CHOICES:
-        raise ConfigError(f"--figures must be one of {', '.join(FIGURE_CHOICES)}, got {choice!r}")
+    require_figure_choice(choice)
     if choice != "first":
         return choice == "all"
     return frozenset(seed_specs(plan, quick)[0].run_id() for claim in claims for plan in claim.runs
