@@ -83,6 +83,8 @@ _QUICK = ("evaluation.n_test=256", "evaluation.n_tune=256")
 SETUPS: dict[str, tuple[str, str, tuple[str, ...], int]] = {
     "single": ("single-layer", "default", _QUICK, 1),
     "separate3": ("multi-layer", "default", (*_QUICK, "layers=3", "recurrent=false", "gdpp_adam_steps=0"), 1),
+    "separate5": ("multi-layer", "default", (*_QUICK, "layers=5", "recurrent=false", "gdpp_adam_steps=0"), 1),
+    "recurrent10": ("multi-layer", "default", (*_QUICK, "layers=10", "recurrent=true", "gdpp_adam_steps=0"), 1),
     "tokens": ("separate-tokens", "paper", _QUICK, 1),
     "sine": ("sine", "paper", _QUICK, 2),
 }

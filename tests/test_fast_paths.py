@@ -9,9 +9,12 @@
   padded from its view): bit-identical to the previous construction, written out here. Catches a changed
   generator call (order, shape, dtype), a dropped scale that is not 1, a query whose y slot is not zero, and a
   padded split whose pad columns are not zero or whose parts are not contiguous.
+- ``lsa.AddClamped`` (a clipped stack's residual add and clamp, its backward one select): bit for bit autograd's
+  add then clamp, inside vmap too, and a clipped stack's gradients as before.
 """
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -167,3 +170,87 @@ def test_the_vmapped_narrow_product_gives_each_seeds_lone_prediction_and_gradien
         torch.testing.assert_close(stacked[i], lone, rtol=1e-12, atol=1e-14)
         for g, h in zip(grads, torch.autograd.grad(lone.square().sum(), list(model.parameters()))):
             torch.testing.assert_close(g[i], h, rtol=1e-11, atol=1e-13 * h.abs().max().item())
+
+
+def _sum_and_bounds(dtype: torch.dtype, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, update (6, 5, 8) with sums inside, outside and exactly on ±clip, and a NaN and an inf among them."""
+    gen = torch.Generator().manual_seed(3)
+    x = 3 * torch.randn(6, 5, 8, generator=gen, dtype=dtype)
+    update = 3 * torch.randn(6, 5, 8, generator=gen, dtype=dtype)
+    x[0, 0, :4] = torch.tensor([clip - 0.5, -clip + 0.5, float("nan"), float("inf")], dtype=dtype)
+    update[0, 0, :4] = torch.tensor([0.5, -0.5, 1.0, -1.0], dtype=dtype)  # sums: +clip, -clip, NaN, inf
+    return x, update
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_add_clamped_is_autograds_add_then_clamp_forward_and_backward(dtype):
+    """``lsa.AddClamped`` against ``(x + update).clamp(-clip, clip)`` under autograd: the same kernels (add, clamp,
+    a select on the kept entries) in the same order, so bit for bit. Catches a mask that drops the bounds
+    themselves (sum exactly ±clip keeps its gradient), one that lets a NaN or clipped entry through, and a
+    gradient missing from either input."""
+    clip = 2.5
+    x, update = _sum_and_bounds(dtype, clip)
+    weight = torch.randn(6, 5, 8, dtype=dtype, generator=torch.Generator().manual_seed(4))
+
+    def run(fused: bool):
+        a, b = x.clone().requires_grad_(), update.clone().requires_grad_()
+        out = lsa.AddClamped.apply(a, b, clip)[0] if fused else (a + b).clamp(-clip, clip)
+        (out * weight).nansum().backward()
+        return out.detach(), a.grad, b.grad
+
+    for fused, plain in zip(run(True), run(False)):
+        assert torch.equal(fused.isnan(), plain.isnan())
+        assert torch.equal(fused.nan_to_num(), plain.nan_to_num())
+    out, grad_x, _ = run(True)
+    assert out[0, 0, 0] == clip and grad_x[0, 0, 0] == weight[0, 0, 0]  # on the bound: kept
+    assert grad_x[0, 0, 2] == 0 and grad_x[0, 0, 3] == 0  # NaN and inf: no gradient
+
+
+def test_add_clamped_inside_vmap_gives_each_slices_gradient():
+    """Seeds in one batch vmap the model: the Function's generated vmap rule per slice against each slice alone."""
+    from torch.func import grad, vmap
+
+    x, update = _sum_and_bounds(torch.float64, 2.5)
+    x, update = x.nan_to_num(posinf=9.0), update
+
+    def loss(a, b):
+        return (lsa.AddClamped.apply(a, b, 2.5)[0] * torch.arange(1.0, 9.0, dtype=a.dtype)).sum()
+
+    batched = vmap(grad(loss, argnums=(0, 1)))(x, update)
+    for i in range(x.shape[0]):
+        alone = grad(loss, argnums=(0, 1))(x[i], update[i])
+        assert torch.equal(batched[0][i], alone[0]) and torch.equal(batched[1][i], alone[1])
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_a_clipped_stack_trains_as_with_autograds_clamp(monkeypatch, dtype, tol):
+    """A clipped LSA stack (four separate layers, damping 0.5, activations that do hit the clip) through
+    ``AddClamped`` against the same model with the previous add-then-clamp: prediction and every parameter's
+    gradient (catches the fused path dropping a layer's clip, its damping, or the context's gradient)."""
+    config = LSAConfig(d_model=6, n_layers=4, damping=0.5, clip_activations=0.5, init_scale=1.0)
+    model = LSAModel(config, seed=1).to(dtype)
+    tokens = torch.randn(32, 9, 6, dtype=dtype, generator=torch.Generator().manual_seed(5))
+    tokens[:, -1, -1] = 0
+
+    def prediction_and_grads():
+        model.zero_grad()
+        y = model(tokens)
+        y.square().sum().backward()
+        return y.detach(), [p.grad.clone() for p in model.parameters()]
+
+    fused_y, fused_grads = prediction_and_grads()
+
+    def previous(x, update, damping, clip):
+        x = x + (update if damping == 1.0 else damping * update)
+        return x if clip is None else x.clamp(-clip, clip)
+
+    monkeypatch.setattr(lsa, "_add_damped", previous)
+    plain_y, plain_grads = prediction_and_grads()
+    unclipped = LSAModel(dataclasses.replace(config, clip_activations=None)).to(dtype)
+    unclipped.load_state_dict(model.state_dict())
+    with torch.no_grad():  # the clip is active in this set-up, and gradients flow
+        assert (unclipped(tokens) - plain_y).abs().max() > 0.1
+    assert all((h != 0).any() for h in plain_grads)
+    torch.testing.assert_close(fused_y, plain_y, rtol=tol, atol=0)
+    for g, h in zip(fused_grads, plain_grads):
+        torch.testing.assert_close(g, h, rtol=tol, atol=tol * h.abs().max().item())

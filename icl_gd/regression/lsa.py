@@ -168,8 +168,39 @@ def _seed_batched(tensor: torch.Tensor) -> bool:
 def _add_damped(x: torch.Tensor, update: torch.Tensor, damping: float, clip: float | None) -> torch.Tensor:
     """x + damping · update, clamped to ±clip; the multiply by an undamped 1.0 (an exact no-op) is skipped, as it
     costs a pass over the tensor forward and backward."""
-    x = x + (update if damping == 1.0 else damping * update)
-    return x if clip is None else x.clamp(-clip, clip)
+    update = update if damping == 1.0 else damping * update
+    if clip is None:
+        return x + update
+    return AddClamped.apply(x, update, clip)[0]
+
+
+class AddClamped(torch.autograd.Function):
+    """(x + update).clamp(-clip, clip) for x and update of one shape, and a bool mask (True where the sum was kept).
+
+    The same numbers as autograd's add then clamp, forward and backward (a test checks them bit for bit): the
+    gradient passes where the sum lies in [-clip, clip] (NaN: nowhere), zero elsewhere. Autograd's clamp backward
+    keeps the float sum and compares it with both bounds in the backward pass (three passes over it, then the
+    select); here the forward pass keeps the mask (``clamped == sum``: one pass, a quarter of the memory) and the
+    backward pass is the select alone. Deep clipped LSA stacks clamp context and query after every layer."""
+
+    generate_vmap_rule = True  # seeds in one batch vmap the model (``ensemble.py``)
+
+    @staticmethod
+    def forward(x: torch.Tensor, update: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+        total = x + update
+        clamped = total.clamp(-clip, clip)
+        return clamped, clamped == total
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.mark_non_differentiable(output[1])
+        ctx.save_for_backward(output[1])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _grad_mask: torch.Tensor | None):
+        (kept,) = ctx.saved_tensors
+        passed = torch.where(kept, grad, 0)
+        return passed, passed, None
 
 
 class LSALayer(nn.Module):
