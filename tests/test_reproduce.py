@@ -285,7 +285,7 @@ def test_plan_sets_finished_runs_measured_time_beside_the_estimate(tmp_path):
                                       "--workers", "1"])
     assert result.exit_code == 0, result.output
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
-    estimate = claims[0].runs[0].estimate_s / 60
+    estimate = claims[0].runs[0].estimate(False, seed=1) / 60  # seed 1's, a later seed's
     assert lines[0].endswith("(done)") and lines[1].endswith(f"(done in 2.0 min, estimated {estimate:.1f})")
     # the seeds still to do are estimated at their finished sibling's CPU time (29 + 91 s), not the plan's guess
     assert len(lines) == len(specs) and all(l.endswith("(~2.0 min, as seed 1 measured)") for l in lines[2:])
@@ -304,10 +304,38 @@ def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
     (run / "metrics.json").write_text(json.dumps({"mean": {}}))
     append_attempt(run, {"wall_s": 600.0, "cpu_s": 600.0, "outcome": "finished"})
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-single-loss"])
-    estimate = single.runs[0].estimate_s / 60
+    plan = single.runs[0]
     lines = [l for l in result.output.splitlines() if l.startswith("  single-layer")]
-    assert len(lines) == single.runs[0].seeds and all(l.endswith(f"(~{estimate:.1f} min)") for l in lines), \
-        result.output
+    assert len(lines) == plan.seeds and all(l.endswith(f"(~{plan.estimate(False, seed) / 60:.1f} min)")
+                                            for seed, l in enumerate(lines)), result.output
+
+
+def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
+    """A later seed reads what seed 0 computed for the references (``icl_gd.core.shared``): the plan prices it at
+    ``later_estimate_s``, and a finished first seed measures a later one scaled by the two estimates (catches every
+    seed priced as the first, and a first seed's measured time handed to the later ones unscaled)."""
+    from icl_gd.core.timing import append_attempt
+    from icl_gd.platform.claims.reproduce import plan_runs
+
+    claims = select_claims(["vo-deep-separate"])
+    plan = next(p for p in claims[0].runs if p.study == "multi-layer" and "layers=5" in p.overrides)
+    assert plan.later_estimate_s is not None and plan.later_estimate_s < plan.estimate_s
+    estimates = {p.spec: p.estimate_s for p in plan_runs(claims, quick=False)}
+    specs = seed_specs(plan, quick=False)
+    assert [estimates[s] for s in specs] == [plan.estimate_s] + [plan.later_estimate_s] * (len(specs) - 1)
+    assert plan_runs(claims, quick=True)[0].estimate_s == plan.quick_estimate_s  # --quick: one figure a seed
+    run = tmp_path / "r" / "runs" / specs[0].run_id()
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({"mean": {}}))
+    append_attempt(run, {"wall_s": 1200.0, "cpu_s": 1200.0, "outcome": "finished"})
+    result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-deep-separate",
+                                      "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    later = 1200.0 * plan.later_estimate_s / plan.estimate_s / 60
+    lines = [l for l in result.output.splitlines() if l.startswith("  multi-layer") and "layers=5" in l]
+    assert len(lines) == len(specs) and lines[0].endswith("(done in 20.0 min, estimated "
+                                                          f"{plan.estimate_s / 60:.1f})")
+    assert all(l.endswith(f"(~{later:.1f} min, as seed 0 measured)") for l in lines[1:]), result.output
 
 
 def test_report_states_what_the_reused_runs_measured(tmp_path):

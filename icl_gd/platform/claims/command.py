@@ -42,17 +42,20 @@ def _seed_of(spec) -> str:
 def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tuple[float, list[str]]]:
     """For each run to do whose plan has finished seeds with timings: (their mean CPU seconds, those seeds). A run
     on one thread takes about its CPU time in wall time on an otherwise idle core, so a finished seed measures the
-    others better than the plan's estimate; CPU, not wall, so the load it ran under does not count."""
-    finished: dict[tuple, list[tuple[str, float]]] = {}
+    others better than the plan's estimate; CPU, not wall, so the load it ran under does not count. A first seed
+    and a later one are estimated apart (a later one reads what the first computed, ``RunPlan.later_estimate_s``):
+    a finished sibling's CPU time counts scaled by the two runs' estimates."""
+    finished: dict[tuple, list[tuple[str, float, float]]] = {}
     for p in planned:
         cpu = measured_cpu_s(_run_dir(p, root)) if _is_finished(p, root) else None
         if cpu is not None:
-            finished.setdefault(plan_key(p.spec), []).append((_seed_of(p.spec), cpu))
+            finished.setdefault(plan_key(p.spec), []).append((_seed_of(p.spec), cpu, p.estimate_s))
     out = {}
     for p in planned:
         siblings = finished.get(plan_key(p.spec))
         if siblings and not _is_finished(p, root):
-            out[p.spec] = (sum(c for _, c in siblings) / len(siblings), [s for s, _ in siblings])
+            scaled = [cpu * p.estimate_s / estimate for _, cpu, estimate in siblings]
+            out[p.spec] = (sum(scaled) / len(scaled), [s for s, _, _ in siblings])
     return out
 
 

@@ -24,7 +24,8 @@ from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, tra
 
 @dataclass(frozen=True)
 class PlanFloor:
-    """One plan: its ``runs`` (one a seed), the estimate a seed, and a seed's trainings with their FLOPs (None: its
+    """One plan: its ``runs`` (one a seed), the estimate a seed (the mean of its seeds': a later seed can cost less
+    than the first, ``RunPlan.later_estimate_s``), and a seed's trainings with their FLOPs (None: its
     study has no FLOP model, or ``unbuilt`` says why it could not be counted here); ``trained_s``: the mean training
     wall time its finished seeds recorded (None: none did)."""
 
@@ -83,7 +84,8 @@ def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Pa
             trainings, unbuilt = training_flops(study, resolve_study_config(study, preset, overrides)), None
         except (ConfigError, DatasetNotFoundError) as error:  # e.g. a dataset it needs is missing: so would its run
             trainings, unbuilt = None, str(error)
-        floors.append(PlanFloor(tuple(runs), runs[0].estimate_s, trainings, _trained_s(runs, root), unbuilt))
+        mean_s = sum(p.estimate_s for p in runs) / len(runs)  # a later seed reads what the first computed
+        floors.append(PlanFloor(tuple(runs), mean_s, trainings, _trained_s(runs, root), unbuilt))
     return floors
 
 
@@ -97,7 +99,8 @@ def _min(seconds: float | None) -> str:
 def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: int = 1) -> list[str]:
     """The printed table: a header, one line a plan, then the totals (runs on ``threads`` threads each)."""
     lines = [f"products floor: each seed's matrix-product FLOPs at {peak.gflops:.1f} GFLOP/s a core, float64 "
-             f"products at {peak.of('float64'):.1f} ({peak.source}); estimate: the plan's a seed; trained: the "
+             f"products at {peak.of('float64'):.1f} ({peak.source}); estimate: the plan's a seed (its seeds' mean); "
+             f"trained: the "
              f"training its seeds measured (wall, evaluations left out)",
              f"  {'seeds':>5} {'GFLOP/seed':>11} {'estimate':>10} {'floor':>10} {'est/floor':>9} "
              f"{'trained':>10} {'trained/floor':>13}  plan"]

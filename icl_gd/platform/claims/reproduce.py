@@ -58,8 +58,8 @@ def plan_runs(claims: Sequence[Claim], quick: bool) -> list[PlannedRun]:
         for plan in claim.runs:
             if plan.study == VERIFY_STUDY:
                 continue
-            for spec in seed_specs(plan, quick):
-                planned.setdefault(spec, PlannedRun(spec, plan.estimate(quick)))
+            for seed, spec in enumerate(seed_specs(plan, quick)):
+                planned.setdefault(spec, PlannedRun(spec, plan.estimate(quick, seed)))
     return list(planned.values())
 
 
