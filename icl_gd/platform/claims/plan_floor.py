@@ -100,8 +100,7 @@ def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: 
     """The printed table: a header, one line a plan, then the totals (runs on ``threads`` threads each)."""
     lines = [f"products floor: each seed's matrix-product FLOPs at {peak.gflops:.1f} GFLOP/s a core, float64 "
              f"products at {peak.of('float64'):.1f} ({peak.source}); estimate: the plan's a seed (its seeds' mean); "
-             f"trained: the "
-             f"training its seeds measured (wall, evaluations left out)",
+             f"trained: the training its seeds measured (wall, evaluations left out)",
              f"  {'seeds':>5} {'GFLOP/seed':>11} {'estimate':>10} {'floor':>10} {'est/floor':>9} "
              f"{'trained':>10} {'trained/floor':>13}  plan"]
     for f in floors:
