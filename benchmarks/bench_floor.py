@@ -4,8 +4,8 @@
         [--set training.compile=true ...] [--json /tmp/bench_floor.json] [--authors-ms single=22.65,sine=370]
         [--authors-dir .../transformers_learn_icl_by_gd --jax-python /tmp/jaxenv/bin/python]
 
-Set-ups: one LSA layer (single-layer), three and five separate layers and ten recurrent layers (multi-layer, the
-claims' plans), separate tokens and sine (paper presets; sine's step is the model's plus its baseline's), and the
+Set-ups: one LSA layer (single-layer), three and five separate layers, ten recurrent layers and two transformer
+blocks without MLP (multi-layer, the claims' plans), separate tokens and sine (paper presets; sine's step is the model's plus its baseline's), and the
 image dual form's recorded step (dual-form's paper preset, its single setting: the float64 784-800-800-10 MLP at
 batch 128, SGD with clipping, all three layers recorded into a store written in the background), and the language
 models' (dual-form-lm's paper preset: a recorded Adam step of the book's LSTM plus one of the wiki's, whose
@@ -53,12 +53,14 @@ SETUPS = {
     "separate3": ("multi-layer", "default", ("layers=3", "recurrent=false"), "3 separate layers"),
     "separate5": ("multi-layer", "default", ("layers=5", "recurrent=false"), "5 separate layers"),
     "recurrent10": ("multi-layer", "default", ("layers=10", "recurrent=true"), "10 recurrent layers"),
+    "transformer2": ("multi-layer", "default", ("layers=2", "block=transformer", "mlp=false"),
+                     "two transformer blocks without MLP (LayerNorm, linear attention)"),
     "tokens": ("separate-tokens", "paper", (), "separate tokens, paper preset"),
     "sine": ("sine", "paper", (), "sine, paper preset: model + baseline"),
     "dual-image": ("dual-form", "paper", ("settings=single",), "image dual form, paper preset: float64 recorded SGD"),
     "dual-lm": ("dual-form-lm", "paper", (), "LSTM language models, paper preset: a book step + a wiki step"),
 }
-REGRESSION = ("single", "separate3", "separate5", "recurrent10", "tokens", "sine")  # --set applies to these
+REGRESSION = ("single", "separate3", "separate5", "recurrent10", "transformer2", "tokens", "sine")  # --set applies to these
 
 
 def declared_setup(name: str, extra: tuple[str, ...] = ()):
