@@ -78,8 +78,10 @@ LAYERNORM_2 = RunPlan("multi-layer", overrides=("layers=2", "block=transformer",
                       quick_seeds=1, estimate_s=776, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                       quick_estimate_s=25)
 # Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed); seeds 0
-# and 1 at full budget, each in one attempt, took 41 and 59 CPU min at load 1-6 (timings.json, 2 Dec 2026).
-SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=2293, quick_preset="default",
+# and 1 at full budget, each in one attempt, took 41 and 59 CPU min at load 1-6 (timings.json, 2 Dec 2026). The
+# three seeds as one `icl-gd reproduce --only vo-sine,...` call (2026-12-05, two workers, load 1-2): 1747, 1687 and
+# 1664 CPU s (2293 s a seed on 2026-12-04 at load 2.1-2.6).
+SINE = RunPlan("sine", preset="paper", seeds=3, quick_seeds=1, estimate_s=1699, quick_preset="default",
                quick_overrides=("steps=1000", "eval_every=500"), quick_estimate_s=33)
 # Separate tokens: whether a seed leaves the zero-predictor plateau early enough to converge in 10 000 steps varies
 # (seed 0 leaves it at ~5000 and ends 14% above one GD step, seeds 1 and 2 at ~3500-4000 and end within 3%); about
