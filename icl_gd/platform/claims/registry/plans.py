@@ -74,8 +74,10 @@ LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer",
 # Fig. 14(b): two layers, "where we skip the first LayerNorm and only include a LayerNorm between the two" (the
 # authors' default placement), against two GD steps.
 # Two separate layers train the authors' 50 000 steps: 14 000 steps took 9 min at load 3.5, so ~18 CPU min a seed.
+# Its three seeds in one `icl-gd reproduce` call with the language models' (2026-12-05, two workers, load 2-2.7):
+# 664, 672 and 673 CPU s (776 a seed on 2026-12-04).
 LAYERNORM_2 = RunPlan("multi-layer", overrides=("layers=2", "block=transformer", "mlp=false"), seeds=3,
-                      quick_seeds=1, estimate_s=776, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
+                      quick_seeds=1, estimate_s=669, quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                       quick_estimate_s=25)
 # Sine: the paper preset's two 20 000-step trainings took 23 min at load 1-2, 56 min at load 4 (one seed); seeds 0
 # and 1 at full budget, each in one attempt, took 41 and 59 CPU min at load 1-6 (timings.json, 2 Dec 2026). The
@@ -113,7 +115,8 @@ DUAL_FORM_MNIST = RunPlan("dual-form", preset="paper",
 # halved for batch 16 x 600, about 300 s of evaluation and scoring (not timed at this scale); stores of 9.5 and 4 GB
 # a seed, deleted after each seed. --quick / SGD: the default wiki run took 78 CPU s (7 min wall at load 9), the book
 # about as much again. Measured at full budget (seed 0, 2 Dec 2026, load 3-5, one thread): 1480 CPU s, 39 min wall
-# (book 1000 steps in 685 s, wiki 600 steps in 1261 s wall).
-DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=842,
+# (book 1000 steps in 685 s, wiki 600 steps in 1261 s wall). Three seeds in one `icl-gd reproduce` call (2026-12-05,
+# two workers, load 2-2.3): 657, 655 and 647 CPU s (842 a seed on 2026-12-04).
+DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, quick_seeds=1, estimate_s=653,
                        quick_preset="default", quick_overrides=("setups=book,wiki",), quick_estimate_s=50)
 DUAL_FORM_LM_SGD = RunPlan("dual-form-lm", overrides=("setups=book,wiki",), estimate_s=39, quick_estimate_s=50)
