@@ -5,14 +5,14 @@
         [--authors-dir .../transformers_learn_icl_by_gd --jax-python /tmp/jaxenv/bin/python]
 
 Set-ups: one LSA layer (single-layer), three and five separate layers, ten recurrent layers and two transformer
-blocks without MLP (multi-layer, the claims' plans), separate tokens and sine (paper presets; sine's step is the model's plus its baseline's), and the
-image dual form's recorded step (dual-form's paper preset, its single setting: the float64 784-800-800-10 MLP at
-batch 128, SGD with clipping, all three layers recorded into a store written in the background), and the language
-models' (dual-form-lm's paper preset: a recorded Adam step of the book's LSTM plus one of the wiki's, whose
-20 000-word output layer is most of its products). Each step is what
-its study declares it trains (``Study.training_work``, the same declaration ``icl-gd reproduce --plan`` prices;
-``tests/test_floor.py`` checks it against the study's own steps): sampling or the mini-batch, forward, backward,
-clipping, the optimiser (and the recording).
+blocks without MLP (multi-layer, the claims' plans), separate tokens and sine (paper presets; sine's step is the
+model's plus its baseline's), and the image dual form's recorded step (dual-form's paper preset, its single setting:
+the float64 784-800-800-10 MLP at batch 128, SGD with clipping, all three layers recorded into a store written in
+the background), and the language models' (dual-form-lm's paper preset: a recorded Adam step of the book's LSTM plus
+one of the wiki's, whose 20 000-word output layer is most of its products). Each step is what its study declares it
+trains (``Study.training_work``, the same declaration ``icl-gd reproduce --plan`` prices; ``tests/test_floor.py``
+checks it against the study's own steps): sampling or the mini-batch, forward, backward, clipping, the optimiser
+(and the recording).
 
 The floor is ``icl_gd.platform.floor``'s: the matrix-product FLOPs of one step (forward and backward, counted)
 over this core's GEMM peak in the step's precision (``--peak measure``: a 2048³ product on one thread in float32
@@ -60,7 +60,8 @@ SETUPS = {
     "dual-image": ("dual-form", "paper", ("settings=single",), "image dual form, paper preset: float64 recorded SGD"),
     "dual-lm": ("dual-form-lm", "paper", (), "LSTM language models, paper preset: a book step + a wiki step"),
 }
-REGRESSION = ("single", "separate3", "separate5", "recurrent10", "transformer2", "tokens", "sine")  # --set applies to these
+# --set applies to these
+REGRESSION = ("single", "separate3", "separate5", "recurrent10", "transformer2", "tokens", "sine")
 
 
 def declared_setup(name: str, extra: tuple[str, ...] = ()):

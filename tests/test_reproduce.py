@@ -312,17 +312,18 @@ def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
 
 def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
     """A later seed reads what seed 0 computed for the references (``icl_gd.core.shared``): the plan prices it at
-    ``later_estimate_s``, and a finished first seed measures a later one scaled by the two estimates (catches every
+    ``estimate_s - shared_s``, and a finished first seed measures a later one scaled by the two estimates (catches every
     seed priced as the first, and a first seed's measured time handed to the later ones unscaled)."""
     from icl_gd.core.timing import append_attempt
     from icl_gd.platform.claims.reproduce import plan_runs
 
     claims = select_claims(["vo-deep-separate"])
     plan = next(p for p in claims[0].runs if p.study == "multi-layer" and "layers=5" in p.overrides)
-    assert plan.later_estimate_s is not None and plan.later_estimate_s < plan.estimate_s
+    later = plan.estimate(False, seed=1)
+    assert 0 < plan.shared_s < plan.estimate_s and later == plan.estimate_s - plan.shared_s
     estimates = {p.spec: p.estimate_s for p in plan_runs(claims, quick=False)}
     specs = seed_specs(plan, quick=False)
-    assert [estimates[s] for s in specs] == [plan.estimate_s] + [plan.later_estimate_s] * (len(specs) - 1)
+    assert [estimates[s] for s in specs] == [plan.estimate_s] + [later] * (len(specs) - 1)
     assert plan_runs(claims, quick=True)[0].estimate_s == plan.quick_estimate_s  # --quick: one figure a seed
     run = tmp_path / "r" / "runs" / specs[0].run_id()
     run.mkdir(parents=True)
@@ -331,7 +332,7 @@ def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-deep-separate",
                                       "--workers", "1"])
     assert result.exit_code == 0, result.output
-    later = 1200.0 * plan.later_estimate_s / plan.estimate_s / 60
+    later = 1200.0 * later / plan.estimate_s / 60
     lines = [l for l in result.output.splitlines() if l.startswith("  multi-layer") and "layers=5" in l]
     assert len(lines) == len(specs) and lines[0].endswith("(done in 20.0 min, estimated "
                                                           f"{plan.estimate_s / 60:.1f})")

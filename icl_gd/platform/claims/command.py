@@ -43,7 +43,7 @@ def measured_estimates(planned: list[PlannedRun], root: Path) -> dict[object, tu
     """For each run to do whose plan has finished seeds with timings: (their mean CPU seconds, those seeds). A run
     on one thread takes about its CPU time in wall time on an otherwise idle core, so a finished seed measures the
     others better than the plan's estimate; CPU, not wall, so the load it ran under does not count. A first seed
-    and a later one are estimated apart (a later one reads what the first computed, ``RunPlan.later_estimate_s``):
+    and a later one are estimated apart (a later one reads what the first computed, ``RunPlan.shared_s``):
     a finished sibling's CPU time counts scaled by the two runs' estimates."""
     finished: dict[tuple, list[tuple[str, float, float]]] = {}
     for p in planned:

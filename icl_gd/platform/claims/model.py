@@ -45,8 +45,9 @@ class RunPlan:
 
     Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. ``estimate_s`` and
     ``quick_estimate_s`` are the wall seconds one seed's run took on a 2-core machine (for the printed plan only).
-    ``later_estimate_s``: a later seed's, where the plan's seeds share what they do not change (the references'
-    tuning, ``icl_gd.core.shared``) and the first seed computes it; None: the same as the first.
+    ``shared_s``: the seconds of a first seed's work that its later seeds read instead of doing it (what the plan's
+    seeds share and do not change: the references' tuning, ``icl_gd.core.shared``); a later seed's estimate is the
+    first's less that.
     """
 
     study: str
@@ -58,7 +59,7 @@ class RunPlan:
     quick_preset: str | None = None  # None: the same preset under --quick
     estimate_s: float = 60.0
     quick_estimate_s: float = 10.0
-    later_estimate_s: float | None = None
+    shared_s: float = 0.0
 
     def seed_count(self, quick: bool) -> int:
         return (self.quick_seeds or self.seeds) if quick else self.seeds
@@ -75,10 +76,10 @@ class RunPlan:
             (self.run_preset(False), self.run_overrides(False), self.seed_count(False))
 
     def estimate(self, quick: bool, seed: int = 0) -> float:
-        """Seed ``seed``'s estimate: the first seed's, or a later one's (``later_estimate_s``) at the full budget."""
+        """Seed ``seed``'s estimate: the first seed's, or a later one's (less ``shared_s``) at the full budget."""
         if quick:
             return self.quick_estimate_s
-        return self.later_estimate_s if seed > 0 and self.later_estimate_s is not None else self.estimate_s
+        return self.estimate_s - self.shared_s if seed > 0 else self.estimate_s
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, tra
 @dataclass(frozen=True)
 class PlanFloor:
     """One plan: its ``runs`` (one a seed), the estimate a seed (the mean of its seeds': a later seed can cost less
-    than the first, ``RunPlan.later_estimate_s``), and a seed's trainings with their FLOPs (None: its
+    than the first, ``RunPlan.shared_s``), and a seed's trainings with their FLOPs (None: its
     study has no FLOP model, or ``unbuilt`` says why it could not be counted here); ``trained_s``: the mean training
     wall time its finished seeds recorded (None: none did)."""
 

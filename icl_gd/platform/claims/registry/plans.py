@@ -12,10 +12,10 @@ from icl_gd.platform.claims.model import VERIFY_STUDY, RunPlan
 # 2.1-2.6; docs/performance.md); --quick's, one `icl-gd reproduce --quick` started on an idle machine (2026-12-04,
 # 8.7 min wall for all 26 runs). The notes beside the plans record how earlier estimates were made.
 # A later seed of a single-layer or multi-layer plan reads what seed 0 computed for the references (their tuning and
-# depth curves, icl_gd.core.shared): its estimate is the first's less what that saved, measured as seed 0's CPU
-# seconds less the mean of the later seeds' in one run of `icl-gd reproduce --only <the plans' claims>`
+# depth curves, icl_gd.core.shared): its estimate is the first's less that share (``shared_s``), measured as seed
+# 0's CPU seconds less the mean of the later seeds' in one run of `icl-gd reproduce --only <the plans' claims>`
 # (2026-12-04, two runs at a time, load 2.3-2.9), or, for the plans below it names, in a sweep of two seeds.
-_SAVED_S = {"single": 8, "recurrent2": 13, "recurrent3": 6, "n25": 10, "fixed128": 8, "fixed2048": 5, "fixed8192": 5,
+_SHARED_S = {"single": 8, "recurrent2": 13, "recurrent3": 6, "n25": 10, "fixed128": 8, "fixed2048": 5, "fixed8192": 5,
             "layernorm1": 4,
             # sweeps of two seeds at 200 training steps, one run at a time (load about 1): seed 0 against seed 1
             "separate5": 468 - 17, "recurrent10": 103 - 32, "n50": 37 - 19, "n100": 57 - 35}
@@ -23,17 +23,17 @@ VERIFY = RunPlan(VERIFY_STUDY, estimate_s=5, quick_estimate_s=5)
 _QUICK_REGRESSION = ("n_test=2048", "n_tune=4096", "eval_every=500")
 # Plans whose seed costs under about 2.5 CPU minutes (their runs' timings.json) run 10 seeds at the full budget.
 SINGLE_LAYER = RunPlan("single-layer", seeds=10, quick_seeds=1, estimate_s=30,
-                       later_estimate_s=30 - _SAVED_S["single"],
+                       shared_s=_SHARED_S["single"],
                        quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION), quick_estimate_s=17)
 # The multi-layer plans also tune GD++ as the authors do (Adam: 1000 steps for a recurrent stack, 30 000 for
 # separate layers; 200 under --quick), the tuning the paper's GD++ curves come from.
 _ADAM_RECURRENT, _ADAM_SEPARATE, _ADAM_QUICK = "gdpp_adam_steps=1000", "gdpp_adam_steps=30000", "gdpp_adam_steps=200"
 RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _ADAM_RECURRENT), seeds=10,
-                      quick_seeds=1, estimate_s=54, later_estimate_s=54 - _SAVED_S["recurrent2"],
+                      quick_seeds=1, estimate_s=54, shared_s=_SHARED_S["recurrent2"],
                       quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                       quick_estimate_s=19)
 RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), seeds=10, quick_seeds=1,
-                      estimate_s=80, later_estimate_s=80 - _SAVED_S["recurrent3"],
+                      estimate_s=80, shared_s=_SHARED_S["recurrent3"],
                       quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=25)
 # Earlier, the plans below had estimates scaled from the timed ones above: K = 10 from K = 3 by layers; N = 25, 50,
 # 100 from N = 10 by tokens; 5 separate layers from the 3-layer timing (3000 s) by layers. K = 10 measured
@@ -41,11 +41,11 @@ RECURRENT_3 = RunPlan("multi-layer", overrides=("layers=3", "recurrent=true"), s
 # L-BFGS GD++ tuning. With the eigenbasis tuners (2026-12-02) both tunings (L-BFGS, and the authors' 250-point η scan
 # plus 1000 Adam steps of 512 tasks: the GD++ of Fig. 7) and the scoring took 90-98 CPU s a seed, so ~14 min.
 RECURRENT_10 = RunPlan("multi-layer", overrides=("layers=10", "recurrent=true", _ADAM_RECURRENT), seeds=3,
-                       quick_seeds=1, estimate_s=399, later_estimate_s=399 - _SAVED_S["recurrent10"],
+                       quick_seeds=1, estimate_s=399, shared_s=_SHARED_S["recurrent10"],
                        quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK), quick_estimate_s=125)
 RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", f"n_context={n}"), seeds=3,
                                quick_seeds=1, estimate_s=3 * (n + 1) + 15,  # measured 91, 157, 327 s
-                               later_estimate_s=3 * (n + 1) + 15 - _SAVED_S[f"n{n}"],
+                               shared_s=_SHARED_S[f"n{n}"],
                                quick_overrides=("steps=1000", *_QUICK_REGRESSION),
                                quick_estimate_s=0.65 * (n + 1) + 13)  # measured 29, 53, 79 s
                     for n in (25, 50, 100)}
@@ -54,14 +54,14 @@ RECURRENT_2_AT_N = {n: RunPlan("multi-layer", overrides=("layers=2", "recurrent=
 # training, about 9 CPU min; training about 100 CPU s per 1000 of its 50 000 steps, so ~80 CPU min under that load.
 # The three full-budget seeds (2026-12-02, at load 3-5): seeds 1 and 2, run whole, took 2459 and 2607 CPU s.
 SEPARATE_5 = RunPlan("multi-layer", overrides=("layers=5", "recurrent=false", _ADAM_SEPARATE), seeds=3, quick_seeds=1,
-                     estimate_s=2055, later_estimate_s=2055 - _SAVED_S["separate5"],
+                     estimate_s=2055, shared_s=_SHARED_S["separate5"],
                      quick_overrides=("steps=1000", *_QUICK_REGRESSION, _ADAM_QUICK),
                      quick_estimate_s=112)
 # App. A.12 / Fig. 16: one layer trained full-batch on a fixed set of M tasks (M = 128, 2048 and 8192, the figure's
 # (a), (c) and (d)); the single-layer budget, a step's cost growing with M.
 _FIXED_TASKS_S = {128: (23, 14), 2048: (30, 17), 8192: (61, 30)}  # M: (full, --quick) CPU s a seed, measured
 FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch_size={m}"), seeds=10, quick_seeds=1,
-                          estimate_s=full_s, later_estimate_s=full_s - _SAVED_S[f"fixed{m}"],
+                          estimate_s=full_s, shared_s=_SHARED_S[f"fixed{m}"],
                           quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION),
                           quick_estimate_s=quick_s)
                for m, (full_s, quick_s) in _FIXED_TASKS_S.items()}
@@ -69,7 +69,7 @@ FIXED_TASKS = {m: RunPlan("single-layer", overrides=(f"train_tasks={m}", f"batch
 # code skips the first block's LayerNorm, so without it this one-block model had none (the bug of an earlier run).
 LAYERNORM_1 = RunPlan("multi-layer", overrides=("layers=1", "block=transformer", "mlp=false", "norm_first_block=true"),
                       seeds=10,
-                      quick_seeds=1, estimate_s=56, later_estimate_s=56 - _SAVED_S["layernorm1"],
+                      quick_seeds=1, estimate_s=56, shared_s=_SHARED_S["layernorm1"],
                       quick_overrides=("steps=1000", *_QUICK_REGRESSION), quick_estimate_s=21)
 # Fig. 14(b): two layers, "where we skip the first LayerNorm and only include a LayerNorm between the two" (the
 # authors' default placement), against two GD steps.
