@@ -301,7 +301,7 @@ def reproduce(
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
     from icl_gd.constructions.verify import all_checks
-    from icl_gd.platform.claims.command import run_reproduce
+    from icl_gd.claims.command import run_reproduce
     from icl_gd.studies import REGISTRY
 
     try:
@@ -319,7 +319,7 @@ def reproduce(
 
 
 # Any in-context learner against GD and second-order methods (docs/compare.md).
-from icl_gd.platform.compare_cli import compare  # noqa: E402  (typer only: the comparison loads when it runs)
+from icl_gd.regression.compare_cli import compare  # noqa: E402  (typer only: the comparison loads when it runs)
 
 app.command("compare")(compare)
 

@@ -1,4 +1,4 @@
-"""The authors' code beside ours (icl_gd.platform.claims.authors): the agreement rule on samples whose interval is
+"""The authors' code beside ours (icl_gd.claims.authors): the agreement rule on samples whose interval is
 computed here by hand, and the recorded values (authors_values.json) against the registry and their provenance."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from scipy.stats import t
 
-from icl_gd.platform.claims import CLAIMS
-from icl_gd.platform.claims.authors import AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values
-from icl_gd.platform.claims.model import Spread
-from icl_gd.platform.departures import IRIE, VON_OSWALD
+from icl_gd.claims import CLAIMS
+from icl_gd.claims.authors import AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values
+from icl_gd.claims.model import Spread
+from icl_gd.claims.departures import IRIE, VON_OSWALD
 
 PAPER_OF = {"google-research/self-organising-systems (transformers_learn_icl_by_gd/src)": VON_OSWALD,
             "RobertCsordas/linear_layer_as_attention": IRIE}

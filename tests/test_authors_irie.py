@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import CLAIMS
-from icl_gd.platform.claims.authors import authors_values
+from icl_gd.claims import CLAIMS
+from icl_gd.claims.authors import authors_values
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "authors_check"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import CLAIMS
+from icl_gd.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "authors_check"))

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from icl_gd.core.errors import ICLGDError
-from icl_gd.platform.claims import ALL_CHECKS, Claim, SeedEvidence
-from icl_gd.platform.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
+from icl_gd.claims import ALL_CHECKS, Claim, SeedEvidence
+from icl_gd.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
 from icl_gd.core.results import read_json
 
 BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",
@@ -101,7 +101,7 @@ def test_a_typo_in_a_metric_key_fails(tiny_runs):
     """The check above is not vacuous: a claim reading a key its study does not write is caught."""
     from dataclasses import replace
 
-    from icl_gd.platform.claims.statistics import metric
+    from icl_gd.claims.statistics import metric
 
     group = next(g for g in GROUPS if g[0] == "single-layer")
     claim = next(c for c, _ in GROUPS[group][2] if c.id == "vo-single-loss")

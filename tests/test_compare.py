@@ -143,7 +143,7 @@ def test_compare_command_writes_config_table_figure_and_metrics(tmp_path):
     from typer.testing import CliRunner
     import typer
 
-    from icl_gd.platform.compare_cli import compare as compare_command
+    from icl_gd.regression.compare_cli import compare as compare_command
 
     app = typer.Typer()
     app.command()(compare_command)
@@ -201,7 +201,7 @@ def test_the_proposed_claims_read_metrics_the_study_writes():
     # full claims run).
     import dataclasses
 
-    from icl_gd.platform.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
+    from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
     from icl_gd.studies.foreign_transformer import STUDY
 
     written = {"pred_diff_ratio_least_squares_over_gd_1", "loss_ratio_trained_over_gd_1"}

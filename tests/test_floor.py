@@ -19,7 +19,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import resolve_study_config
 from icl_gd.platform.floor import (DEFAULT_PEAK_GFLOPS, Peak, machine_peak, matmul_flops, measure_peak_gflops,
                                    parse_peak, seed_flops, training_flops)
-from icl_gd.platform.claims.plan_floor import packed_s
+from icl_gd.claims.plan_floor import packed_s
 from icl_gd.platform.runner import execute_run
 from icl_gd.regression.training import train
 from icl_gd.studies import REGISTRY
@@ -225,7 +225,7 @@ def test_runs_are_packed_longest_first_onto_the_least_loaded_worker():
 
 
 def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_totals(tmp_path):
-    from icl_gd.platform.claims.reproduce import plan_runs, seed_specs, select_claims
+    from icl_gd.claims.reproduce import plan_runs, seed_specs, select_claims
 
     from icl_gd.core.timing import append_attempt
 
@@ -262,8 +262,8 @@ def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_tota
 
 
 def test_a_float64_training_is_floored_at_the_float64_peak_and_an_unbuilt_one_says_why():
-    from icl_gd.platform.claims.plan_floor import PlanFloor, floor_lines
-    from icl_gd.platform.claims.reproduce import plan_runs, select_claims
+    from icl_gd.claims.plan_floor import PlanFloor, floor_lines
+    from icl_gd.claims.reproduce import plan_runs, select_claims
     from icl_gd.platform.floor import WorkFlops
 
     runs = tuple(plan_runs(select_claims(["vo-single-loss"]), quick=False))[:1]
@@ -282,8 +282,8 @@ def test_a_plan_whose_dataset_is_missing_prints_no_model_and_why(tmp_path):
     message)."""
     from dataclasses import replace as replace_spec
 
-    from icl_gd.platform.claims.plan_floor import floor_lines, plan_floors
-    from icl_gd.platform.claims.reproduce import PlannedRun, plan_runs, select_claims
+    from icl_gd.claims.plan_floor import floor_lines, plan_floors
+    from icl_gd.claims.reproduce import PlannedRun, plan_runs, select_claims
 
     (planned, *_) = [p for p in plan_runs(select_claims(["irie-table1-correct"]), quick=False)
                      if p.spec.study == "dual-form"]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import ALL_CHECKS
-from icl_gd.platform.claims.gallery import PAPER_FIGURES, write_gallery
-from icl_gd.platform.claims.model import ClaimResult, Verdict
+from icl_gd.claims import ALL_CHECKS
+from icl_gd.claims.gallery import PAPER_FIGURES, write_gallery
+from icl_gd.claims.model import ClaimResult, Verdict
 
 
 def _chromium() -> str | None:

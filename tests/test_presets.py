@@ -57,11 +57,11 @@ def test_cli_config_names_the_preset(tmp_path):
 def test_docs_departures_table_is_rendered_from_the_list():
     from pathlib import Path
 
-    from icl_gd.platform.departures import DEPARTURES, TABLE_END, TABLE_START, departures_table_markdown
+    from icl_gd.claims.departures import DEPARTURES, TABLE_END, TABLE_START, departures_table_markdown
     from icl_gd.studies import get_study, study_names
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "departures.md").read_text()
     block = text[text.index(TABLE_START):text.index(TABLE_END) + len(TABLE_END)]
-    assert block == departures_table_markdown(), "run: python -m icl_gd.platform.departures docs/departures.md"
+    assert block == departures_table_markdown(), "run: python -m icl_gd.claims.departures docs/departures.md"
     for departure in DEPARTURES:  # each row names a study that really has the paper preset it departs from
         assert departure.study in study_names() and "paper" in get_study(departure.study).preset_names()

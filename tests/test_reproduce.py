@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from icl_gd.cli import app
 from icl_gd.constructions.verify import all_checks
-from icl_gd.platform.claims.reproduce import judge, plan_runs, select_claims, seed_specs
-from icl_gd.platform.claims.model import Verdict
+from icl_gd.claims.reproduce import judge, plan_runs, select_claims, seed_specs
+from icl_gd.claims.model import Verdict
 
 FAST = "vo-prop1-exact,irie-dual-exact,vo-gdpp-exact"
 
@@ -143,8 +143,8 @@ def _report_with_figure(tmp_path: Path) -> Path:
         ax.plot([0, 1], [1, 0])
         fig.savefig(run / "figures" / "loss_curves.png")
         plt.close(fig)
-    from icl_gd.platform.claims.reproduce import run_verify
-    from icl_gd.platform.claims.report import ReportHeader, write_report
+    from icl_gd.claims.reproduce import run_verify
+    from icl_gd.claims.report import ReportHeader, write_report
 
     run_verify(tmp_path, all_checks)
     for spec in seed_specs(single.runs[0], quick=False):  # judge reads the runs under their own names
@@ -196,7 +196,7 @@ def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_p
 
 
 def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
-    from icl_gd.platform.claims.report import README_END, README_START
+    from icl_gd.claims.report import README_END, README_START
 
     out, _ = fast_report
     readme = tmp_path / "README.md"
@@ -235,8 +235,8 @@ def _section_counts(block: str) -> list[tuple[tuple[int, ...], list[str]]]:
 
 
 def test_readme_claims_table_is_a_generated_block_whose_summary_matches_its_rows():
-    from icl_gd.platform.claims.registry import claim_ids
-    from icl_gd.platform.claims.report import README_END, README_START
+    from icl_gd.claims.registry import claim_ids
+    from icl_gd.claims.report import README_END, README_START
 
     root = Path(__file__).resolve().parents[1]
     # the generated block lives in the README, or in the page the README links for it
@@ -256,7 +256,7 @@ def test_readme_claims_table_is_a_generated_block_whose_summary_matches_its_rows
 
 def test_generated_readme_block_passes_its_own_check(tmp_path):
     """The block the command writes (claims table, then the construction checks) parses as the README test reads it."""
-    from icl_gd.platform.claims.report import CONSTRUCTION_HEADING, ReportHeader, readme_block
+    from icl_gd.claims.report import CONSTRUCTION_HEADING, ReportHeader, readme_block
 
     page = _report_with_figure(tmp_path)
     claims = select_claims(["vo-single-loss", "vo-prop1-exact"])
@@ -315,7 +315,7 @@ def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
     ``estimate_s - shared_s``, and a finished first seed measures a later one scaled by the two estimates (catches every
     seed priced as the first, and a first seed's measured time handed to the later ones unscaled)."""
     from icl_gd.core.timing import append_attempt
-    from icl_gd.platform.claims.reproduce import plan_runs
+    from icl_gd.claims.reproduce import plan_runs
 
     claims = select_claims(["vo-deep-separate"])
     plan = next(p for p in claims[0].runs if p.study == "multi-layer" and "layers=5" in p.overrides)
@@ -343,7 +343,7 @@ def test_report_states_what_the_reused_runs_measured(tmp_path):
     """A call that reuses finished runs takes seconds: the report and the README block say what the runs themselves
     took (their timings.json), which is the budget's real cost."""
     from icl_gd.core.timing import append_attempt
-    from icl_gd.platform.claims.report import README_END, README_START
+    from icl_gd.claims.report import README_END, README_START
 
     claims = select_claims(["vo-single-loss"])
     specs = seed_specs(claims[0].runs[0], quick=False)

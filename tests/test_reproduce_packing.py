@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import reproduce as rp
-from icl_gd.platform.claims.registry import ALL_CHECKS
+from icl_gd.claims import reproduce as rp
+from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.studies import REGISTRY
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.platform.claims import ALL_CHECKS, CLAIMS, Kind, SeedEvidence, Verdict, evaluate_claim
-from icl_gd.platform.claims.authors import Agreement, AuthorsValue, agreement, their_failed_seeds
-from icl_gd.platform.claims.model import ClaimResult, Spread, TrainingCheck, judge_values
-from icl_gd.platform.claims.statistics import GdppReference
+from icl_gd.claims import ALL_CHECKS, CLAIMS, Kind, SeedEvidence, Verdict, evaluate_claim
+from icl_gd.claims.authors import Agreement, AuthorsValue, agreement, their_failed_seeds
+from icl_gd.claims.model import ClaimResult, Spread, TrainingCheck, judge_values
+from icl_gd.claims.statistics import GdppReference
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_ID = {c.id: c for c in ALL_CHECKS}
@@ -84,7 +84,7 @@ def test_values_within_the_claims_margin_agree_however_tiny_the_spreads():
 
 
 def test_every_claim_compared_with_the_authors_code_declares_its_margin():
-    from icl_gd.platform.claims.authors import authors_values
+    from icl_gd.claims.authors import authors_values
 
     for claim_id, record in authors_values().items():
         claim = BY_ID[claim_id]
@@ -137,7 +137,7 @@ def test_claims_text_names_no_issue_and_every_threshold_says_whose_reading_it_is
 
 # ---------------------------------------------------------------------------------------------------- report
 def test_report_counts_each_sentence_once_and_lists_fails_by_code(tmp_path, monkeypatch):
-    from icl_gd.platform.claims import report
+    from icl_gd.claims import report
 
     main, variant = BY_ID["vo-deep-separate-gdpp-loss-authors-tuning"], BY_ID["vo-deep-separate-gdpp-loss"]
     records = {main.id: _theirs(main, (0.42, 0.41, 0.43)),

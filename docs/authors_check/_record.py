@@ -1,4 +1,4 @@
-"""Writing the authors' code's values into ``icl_gd/platform/claims/authors_values.json``: one record per claim,
+"""Writing the authors' code's values into ``icl_gd/claims/authors_values.json``: one record per claim,
 the per-seed values with what was measured and the run's provenance. Shared by the ``record_*.py`` scripts (run by
 hand after a driver; they need no JAX)."""
 

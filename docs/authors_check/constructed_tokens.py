@@ -2,7 +2,7 @@
 "iteratively applying a single layer" cell): one LSA layer, or a recurrent stack of K layers, trained on fresh
 tasks beside GD (η scanned by their ``scan_lrs``) and, for K > 1, GD++ (their ``pre_train_gd_hps``). Prints the
 test loss every 500 steps and, at the end, one JSON line holding the claims' statistics computed from their models
-with the definitions of icl-gd's statistics (``icl_gd/platform/claims/statistics.py``): compare with
+with the definitions of icl-gd's statistics (``icl_gd/claims/statistics.py``): compare with
 ``icl-gd run single-layer`` and ``icl-gd run multi-layer --set layers=K --set recurrent=true``.
 
     python docs/authors_check/constructed_tokens.py --authors-dir PATH --layers 1 --seed 0 --out seed0.json

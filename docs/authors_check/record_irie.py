@@ -1,6 +1,6 @@
 """Fold the JSON files of ``irie_ff_attention.py`` (Irie, Csordás & Schmidhuber's own code, one file per set-up and
 seed) into records of the Irie claims' statistics, with their provenance, in ``irie_records.json`` beside this script
-(the structure of ``icl_gd/platform/claims/authors_values.json``'s entries; run by hand with icl-gd's python, no
+(the structure of ``icl_gd/claims/authors_values.json``'s entries; run by hand with icl-gd's python, no
 torch needed)::
 
     python docs/authors_check/record_irie.py /tmp/irie_out/*_s*.json
@@ -9,7 +9,7 @@ Their Table 1 arithmetic (``paper/ff_as_attention/print_predictive_power.py``), 
 ``M = vote_matches_pred`` and ``T = vote_matches_target`` (2 x 2 counts, rows: vote matches the output / target no,
 yes; columns: prediction wrong, right), ``vmp = M[1] / M.sum(0)`` and ``vmt = T[1] / T.sum(0)``; index 0 is the
 misclassified queries, index 1 the correctly classified ones. The claims' statistics
-(``icl_gd/platform/claims/registry/irie.py``) from them, per seed:
+(``icl_gd/claims/registry/irie.py``) from them, per seed:
 
 - ``irie-table1-correct``: the smallest over the three layers of ``vmp[1]`` (single MNIST model, ``test_mnist``);
 - ``irie-table1-misclassified``: the smallest over the layers of ``vmp[0] - vmt[0]`` (same model and set);

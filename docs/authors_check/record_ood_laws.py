@@ -1,5 +1,5 @@
 """Fold the ``ood_gap_laws_*`` fields of ``constructed_tokens.py``'s JSON lines (one layer, ``--layers 1``; a
-recurrent stack of two, ``--layers 2``) into ``icl_gd/platform/claims/authors_values.json``: App. A.2's input laws
+recurrent stack of two, ``--layers 2``) into ``icl_gd/claims/authors_values.json``: App. A.2's input laws
 never seen in training (Fig. 6, right columns).
 
     python docs/authors_check/record_ood_laws.py /tmp/ac/laws_k1_s*.json /tmp/ac/laws_k2_s*.json

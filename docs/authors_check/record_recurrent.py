@@ -1,9 +1,9 @@
 """Fold the per-seed JSON lines of ``constructed_tokens.py --layers K`` (a recurrent stack, K >= 2) into
-``icl_gd/platform/claims/authors_values.json``, one record per claim of that depth, with its provenance.
+``icl_gd/claims/authors_values.json``, one record per claim of that depth, with its provenance.
 
     python docs/authors_check/record_recurrent.py /tmp/ac/k2_s0.json /tmp/ac/k2_s1.json /tmp/ac/k2_s2.json
 
-Run by hand after the driver (it needs no JAX). The statistics are the claims' own (``icl_gd/platform/claims``):
+Run by hand after the driver (it needs no JAX). The statistics are the claims' own (``icl_gd/claims``):
 relative loss gaps, the sensitivity cosine, the cosine margin GD++ over GD, the largest OOD gap at icl-gd's points.
 ``vo-recurrentK-gdpp-loss`` (GD++ tuned by our L-BFGS) gets no record: their code tunes GD++ only by Adam, which is
 ``vo-recurrentK-gdpp-loss-authors-tuning``.

@@ -1,10 +1,10 @@
 """Fold the per-seed JSON lines of ``constructed_tokens.py --layers 5 --separate`` (Fig. 3(b): five separate LSA
-layers) into ``icl_gd/platform/claims/authors_values.json``, one record per claim, with its provenance.
+layers) into ``icl_gd/claims/authors_values.json``, one record per claim, with its provenance.
 
     python docs/authors_check/record_separate.py /tmp/ac/sep5_s1.json
 
 Run by hand after the driver, with icl-gd's python (no JAX needed). The statistics are the claims' own
-(``icl_gd/platform/claims/registry/von_oswald.py``): the signed loss gap to 5 GD steps, the absolute loss gap to GD++
+(``icl_gd/claims/registry/von_oswald.py``): the signed loss gap to 5 GD steps, the absolute loss gap to GD++
 and the sensitivity cosine with GD++, GD++ tuned their way (``pre_train_gd_hps``, 30 000 Adam steps). The L-BFGS
 claims (``vo-deep-separate-gdpp-loss``, ``vo-deep-separate-gdpp-aligned``) get no record: their code has no such
 tuning.

@@ -1,5 +1,5 @@
 """Fold the JSON lines of ``constructed_tokens.py`` for App. A.9 and A.10's set-ups into
-``icl_gd/platform/claims/authors_values.json`` (by hand, after the driver, with icl-gd's python: no JAX needed,
+``icl_gd/claims/authors_values.json`` (by hand, after the driver, with icl-gd's python: no JAX needed,
 and the paper's γ come from the claim's registry entry):
 
     python docs/authors_check/record_variants.py /tmp/ac/k1_ln_s*.json /tmp/ac/k1_sm*_s*.json /tmp/ac/k2_n*_s*.json
@@ -17,7 +17,7 @@ and the paper's γ come from the claim's registry entry):
   the largest |γ(N) - γ_paper(N)| / γ_paper(N), γ read off their trained layer by icl-gd's read-off (the driver's
   ``read_off``). A seed missing one of the four N gets no value; its γs are printed.
 
-The statistics are the claims' own (``icl_gd/platform/claims/registry/von_oswald.py``).
+The statistics are the claims' own (``icl_gd/claims/registry/von_oswald.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 
 from _record import gap_to_gd, load_runs, provenance, write
-from icl_gd.platform.claims import CLAIMS
+from icl_gd.claims import CLAIMS
 
 # App. A.10's γ for N = 10, 25, 50, 100, as the claim states them (its statistic's expected values, one per plan)
 PAPER_GAMMA = dict(zip((10, 25, 50, 100), next(c for c in CLAIMS if c.id == "vo-gamma-vs-n").statistic.expected))

@@ -1,2 +1,2 @@
-"""What runs studies and reads their results: one run into a directory (runner), sweeps on a process pool or Ray,
-the papers' claims and their report, and the departures from the papers' set-ups."""
+"""What runs studies: one run into a directory (runner), the memory pre-check, the products floor of a study's
+declared training, and sweeps on a process pool or Ray. The claims that read the runs are ``icl_gd.claims``."""

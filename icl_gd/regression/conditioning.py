@@ -25,7 +25,7 @@ import torch
 
 from icl_gd.core.config import check_settings, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.study import RegressionTaskConfig
+from icl_gd.regression.config import RegressionTaskConfig
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from icl_gd.core.study import MemoryPart, RunMemory
 from icl_gd.regression.metrics import EVAL_TASK_LAYERS
-from icl_gd.regression.study import RegressionConfig
+from icl_gd.regression.config import RegressionConfig
 from icl_gd.regression.tuning import TUNE_TASK_STEPS
 
 FLOAT, DOUBLE = 4, 8

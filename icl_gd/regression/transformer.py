@@ -26,7 +26,7 @@ from torch import nn
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.lsa import LSAConfig, LSALayer, LSAModel, LSAWeights, _truncated_normal
-from icl_gd.regression.study import LSAStackConfig
+from icl_gd.regression.config import LSAStackConfig
 from icl_gd.regression.tokens import query_prediction
 
 

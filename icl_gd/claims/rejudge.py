@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.platform.claims.model import (Claim, ClaimResult, MissingEvidence, Spread, Verdict, check_seeds,
+from icl_gd.claims.model import (Claim, ClaimResult, MissingEvidence, Spread, Verdict, check_seeds,
                                           judge_values)
-from icl_gd.platform.claims.registry import ALL_CHECKS
-from icl_gd.platform.claims.reproduce import plan_dirs, seed_evidence
+from icl_gd.claims.registry import ALL_CHECKS
+from icl_gd.claims.reproduce import plan_dirs, seed_evidence
 
 
 @dataclass(frozen=True)

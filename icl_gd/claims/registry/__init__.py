@@ -7,13 +7,13 @@ fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets a
 that cannot settle an empirical claim (``quick_decisive=False``): they show the value, never a verdict.
 """
 
-from icl_gd.platform.claims.model import VERIFY_STUDY, Claim
-from icl_gd.platform.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
-from icl_gd.platform.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
-from icl_gd.platform.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
-from icl_gd.platform.claims.registry.checks import CONSTRUCTION_CHECKS
-from icl_gd.platform.claims.registry.irie import IRIE_CLAIMS
-from icl_gd.platform.claims.registry.von_oswald import VON_OSWALD_CLAIMS
+from icl_gd.claims.model import VERIFY_STUDY, Claim
+from icl_gd.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
+from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
+from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
+from icl_gd.claims.registry.checks import CONSTRUCTION_CHECKS
+from icl_gd.claims.registry.irie import IRIE_CLAIMS
+from icl_gd.claims.registry.von_oswald import VON_OSWALD_CLAIMS
 
 __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
 

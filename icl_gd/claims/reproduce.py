@@ -16,8 +16,8 @@ from typing import Any
 from icl_gd.core.errors import ConfigError, ICLGDError
 from icl_gd.core.results import read_json, write_json
 from icl_gd.core.study import StudyRegistry
-from icl_gd.platform.claims.model import VERIFY_STUDY, Claim, ClaimResult, RunPlan, SeedEvidence, Verdict, evaluate_claim
-from icl_gd.platform.claims.registry import ALL_CHECKS
+from icl_gd.claims.model import VERIFY_STUDY, Claim, ClaimResult, RunPlan, SeedEvidence, Verdict, evaluate_claim
+from icl_gd.claims.registry import ALL_CHECKS
 
 VERIFY_DIR = "verify"
 Checks = Callable[[], Iterable[Any]]  # the construction identities (``constructions.verify.all_checks``)

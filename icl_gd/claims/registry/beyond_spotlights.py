@@ -3,9 +3,9 @@ leave-k-out) and against attribution methods. Each claim is marked as ours, beyo
 
 from __future__ import annotations
 
-from icl_gd.platform.claims.model import Claim, Direction, Kind, RunPlan
-from icl_gd.platform.claims.statistics import Ratio
-from icl_gd.platform.departures import IRIE
+from icl_gd.claims.model import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.statistics import Ratio
+from icl_gd.claims.departures import IRIE
 
 # One seed of the default study (digits MLP, 50 queries, 50 half-size subsets x 3 retraining seeds, leave-k-out for
 # 6 queries x 6 methods x k in 10, 40, 160 x 3 seeds) took about 120 s of CPU (355 s for 3 seeds, 2559 s wall at

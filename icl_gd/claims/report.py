@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from icl_gd.platform.departures import DEPARTURES, IRIE, VON_OSWALD, Departure
+from icl_gd.claims.departures import DEPARTURES, IRIE, VON_OSWALD, Departure
 from icl_gd.core.results import atomic_write_text, replace_marked_block, write_json
-from icl_gd.platform.claims.authors import AuthorsValue, Comparison, agreement, authors_values, compared
-from icl_gd.platform.claims.model import ClaimResult, Kind, Spread, Verdict
+from icl_gd.claims.authors import AuthorsValue, Comparison, agreement, authors_values, compared
+from icl_gd.claims.model import ClaimResult, Kind, Spread, Verdict
 
 
 
@@ -294,7 +294,7 @@ AGREEMENT_RULE = ("their verdict: the claim's rule on their seeds; agrees / diff
                   "ratios) contains 0 or lies within the claim's margin; a value that is not finite on either side "
                   "differs; seeds whose training failed (the claim's declared test) are left out of both; cannot "
                   "tell: fewer than three values in all, outside the margin, or a NaN; not run: no record of their "
-                  "code at this claim's set-up (icl_gd/platform/claims/authors_values.json)")
+                  "code at this claim's set-up (icl_gd/claims/authors_values.json)")
 
 
 def _md(text: str) -> str:
@@ -548,8 +548,8 @@ def update_readme(readme: Path, block: str) -> None:
 
 def write_report(root: Path, results: Sequence[ClaimResult], header: ReportHeader) -> None:
     """Write ``claims.json``, ``report.md``, ``report.html`` and the papers' figures beside our runs'
-    (``figures.md``, ``figures.html``: ``icl_gd.platform.claims.gallery``) under ``root`` (each atomically)."""
-    from icl_gd.platform.claims.gallery import write_gallery
+    (``figures.md``, ``figures.html``: ``icl_gd.claims.gallery``) under ``root`` (each atomically)."""
+    from icl_gd.claims.gallery import write_gallery
 
     write_gallery(root, results)
     write_json(root / "claims.json", claims_json(results, header, root))

@@ -2,8 +2,8 @@
 equivalence margins of the comparison with the authors' code, and the tests of a failed seed and of a degenerate
 reference."""
 
-from icl_gd.platform.claims.model import Margin, TrainingCheck
-from icl_gd.platform.claims.statistics import GdppReference
+from icl_gd.claims.model import Margin, TrainingCheck
+from icl_gd.claims.statistics import GdppReference
 
 # ---------------------------------------------------------------------------------------------------- rules
 # Where the paper gives no number, a threshold is one of these stated rules of ours (the same words get the same rule).

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icl_gd.core.results import atomic_write_text
-from icl_gd.platform.claims.model import ClaimResult
-from icl_gd.platform.departures import IRIE, VON_OSWALD
+from icl_gd.claims.model import ClaimResult
+from icl_gd.claims.departures import IRIE, VON_OSWALD
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from icl_gd.core.study import StudyRegistry
 from icl_gd.core.timing import measured_cpu_s, measured_wall_s, read_timings
 from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import marked_block_span, read_json, write_json
-from icl_gd.platform.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
+from icl_gd.claims.report import (README_END, README_START, ReportHeader, claims_json, claims_summary,
                                            readme_block, readme_claims_json, update_readme, write_report)
-from icl_gd.platform.claims.reproduce import (Checks, PlannedRun, needs_verify, plan_key, plan_runs, reproduce,
+from icl_gd.claims.reproduce import (Checks, PlannedRun, needs_verify, plan_key, plan_runs, reproduce,
                                               require_figure_choice, select_claims)
 
 
@@ -203,7 +203,7 @@ def run_reproduce(*, registry: StudyRegistry, checks: Checks, out: Path | None, 
     if calibration:
         echo(calibration)
     if plan_only:
-        from icl_gd.platform.claims.plan_floor import floor_lines, plan_floors
+        from icl_gd.claims.plan_floor import floor_lines, plan_floors
 
         for line in floor_lines(plan_floors(planned, registry, out), chosen_peak, n_workers, threads or 1):
             echo(line)
@@ -257,7 +257,7 @@ def rejudge_claims(source: Path, *, out: Path | None, update_readme_path: Path |
     """``--rejudge``: decide every verdict again from ``source`` (an earlier reproduction's claims.json) against
     today's registry and records of the authors' code, and write the report to ``out`` and / or the README table;
     nothing runs."""
-    from icl_gd.platform.claims.rejudge import load_claims_json
+    from icl_gd.claims.rejudge import load_claims_json
 
     if out is None and update_readme_path is None:
         raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-table PAGE")

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from icl_gd.platform.departures import VON_OSWALD
-from icl_gd.platform.claims.model import Claim, Direction, Kind, TrainingCheck
-from icl_gd.platform.claims.statistics import (OodGap, OverDraws, RolloutGap, RolloutRise, WorstDeviation,
+from icl_gd.claims.departures import VON_OSWALD
+from icl_gd.claims.model import Claim, Direction, Kind, TrainingCheck
+from icl_gd.claims.statistics import (OodGap, OverDraws, RolloutGap, RolloutRise, WorstDeviation,
                                                difference, metric, ratio, rel_gap)
-from icl_gd.platform.claims.registry.plans import (FIXED_TASKS, LAYERNORM_1, LAYERNORM_2,
+from icl_gd.claims.registry.plans import (FIXED_TASKS, LAYERNORM_1, LAYERNORM_2,
                                                    RECURRENT_2, RECURRENT_2_AT_N, RECURRENT_3,
                                                    RECURRENT_10, SEPARATE_5, SEPARATE_TOKENS, SINE, SINGLE_LAYER,
                                                    SOFTMAX_HEADS)
-from icl_gd.platform.claims.registry.rules import (COSINE_MARGIN, GDPP_ADAM, GDPP_LBFGS, LOSS_MARGIN, OOD_MARGIN,
+from icl_gd.claims.registry.rules import (COSINE_MARGIN, GDPP_ADAM, GDPP_LBFGS, LOSS_MARGIN, OOD_MARGIN,
                                                    TRAINED, TRAINED_HEADS, direction_only, quarter_of)
-from icl_gd.platform.claims.registry.rules import RULES as _RULES
+from icl_gd.claims.registry.rules import RULES as _RULES
 
 _VO = VON_OSWALD
 _LOSS_FIGURES = ("figures/loss_curves.png",)

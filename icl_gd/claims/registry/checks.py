@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from icl_gd.platform.departures import IRIE, VON_OSWALD
-from icl_gd.platform.claims.model import Claim, Direction, Kind
-from icl_gd.platform.claims.statistics import metric, worst_identity
-from icl_gd.platform.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
-from icl_gd.platform.claims.registry.rules import RULES as _RULES
+from icl_gd.claims.departures import IRIE, VON_OSWALD
+from icl_gd.claims.model import Claim, Direction, Kind
+from icl_gd.claims.statistics import metric, worst_identity
+from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
+from icl_gd.claims.registry.rules import RULES as _RULES
 
 
 def identity_check(*, id: str, paper: str, location: str, statement: str, prefix: str, tolerance: str = "",

@@ -18,7 +18,7 @@ from pathlib import Path
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 from icl_gd.core.study import StudyRegistry, resolve_study_config
 from icl_gd.core.timing import read_timings
-from icl_gd.platform.claims.reproduce import PlannedRun, plan_key
+from icl_gd.claims.reproduce import PlannedRun, plan_key
 from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, training_flops
 
 

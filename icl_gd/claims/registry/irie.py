@@ -3,12 +3,12 @@ their script."""
 
 from __future__ import annotations
 
-from icl_gd.platform.departures import IRIE
-from icl_gd.platform.claims.model import Claim, Direction, Kind
-from icl_gd.platform.claims.statistics import difference, least, metric, ratio
-from icl_gd.platform.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM, DUAL_FORM_MNIST
-from icl_gd.platform.claims.registry.rules import FORGETTING_MARGIN, SHARE_MARGIN
-from icl_gd.platform.claims.registry.rules import RULES as _RULES
+from icl_gd.claims.departures import IRIE
+from icl_gd.claims.model import Claim, Direction, Kind
+from icl_gd.claims.statistics import difference, least, metric, ratio
+from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM, DUAL_FORM_MNIST
+from icl_gd.claims.registry.rules import FORGETTING_MARGIN, SHARE_MARGIN
+from icl_gd.claims.registry.rules import RULES as _RULES
 
 
 # Irie et al.'s Table 1 as their script computes it, and how ours differs.

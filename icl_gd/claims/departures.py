@@ -140,7 +140,7 @@ DEPARTURES: tuple[Departure, ...] = (
 )
 
 
-TABLE_START = "<!-- departures:start (rendered from icl_gd/platform/departures.py; a test keeps it in step) -->"
+TABLE_START = "<!-- departures:start (rendered from icl_gd/claims/departures.py; a test keeps it in step) -->"
 TABLE_END = "<!-- departures:end -->"
 
 
@@ -151,7 +151,7 @@ def departures_table_markdown() -> str:
     return "\n".join(lines + ["", TABLE_END])
 
 
-if __name__ == "__main__":  # python -m icl_gd.platform.departures docs/departures.md: re-render the page's table
+if __name__ == "__main__":  # python -m icl_gd.claims.departures docs/departures.md: re-render the page's table
     import sys
 
     from icl_gd.core.results import replace_marked_block

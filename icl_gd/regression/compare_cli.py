@@ -1,5 +1,5 @@
 """The ``icl-gd compare`` command's options: importing this module costs typer only, so ``icl-gd --help`` stays fast;
-the comparison itself (``icl_gd.platform.compare_command``, ``icl_gd.regression.compare``) loads when it runs."""
+the comparison itself (``icl_gd.regression.compare_command``, ``icl_gd.regression.compare``) loads when it runs."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def compare(
     import torch
 
     from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
-    from icl_gd.platform.compare_command import CompareRunConfig, run_comparison
+    from icl_gd.regression.compare_command import CompareRunConfig, run_comparison
     from icl_gd.regression.compare import CompareConfig
 
     torch.set_num_threads(threads)
