@@ -13,7 +13,7 @@ from scipy.stats import t
 
 from icl_gd.claims import CLAIMS
 from icl_gd.claims.authors import AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values
-from icl_gd.claims.model import Spread
+from icl_gd.claims.verdict import Spread
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 
 PAPER_OF = {"google-research/self-organising-systems (transformers_learn_icl_by_gd/src)": VON_OSWALD,

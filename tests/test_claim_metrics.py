@@ -13,7 +13,8 @@ import pytest
 
 from icl_gd.core.errors import ICLGDError
 from icl_gd.claims import ALL_CHECKS, Claim, SeedEvidence
-from icl_gd.claims.model import VERIFY_STUDY, MissingEvidence, RunPlan
+from icl_gd.claims.claim import VERIFY_STUDY, RunPlan
+from icl_gd.claims.evidence import MissingEvidence
 from icl_gd.core.results import read_json
 
 BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",

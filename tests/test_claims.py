@@ -12,7 +12,7 @@ import pytest
 
 from icl_gd.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
                                    Verdict, decide, evaluate_claim)
-from icl_gd.claims.model import RunPlan
+from icl_gd.claims.claim import RunPlan
 from icl_gd.claims.statistics import (Difference, Least, Metric, OodGap, OverDraws, Ratio, RelGap,
                                                RolloutGap, RolloutRise, WorstDeviation, WorstIdentity)
 from icl_gd.claims.registry import VERIFY_STUDY
@@ -217,7 +217,7 @@ def test_ratio_claims_are_summarised_on_the_log_scale():
     assert ratio_claim.log_scale and not _toy().log_scale
     assert decide(ratio_claim, values)[0] is Verdict.HOLDS
     assert decide(_toy(Direction.ABOVE), values)[0] is Verdict.INCONCLUSIVE  # linear: straddles (lower end < 0)
-    from icl_gd.claims.model import Spread
+    from icl_gd.claims.verdict import Spread
     spread = Spread(tuple(values), log=True)
     assert spread.mean == pytest.approx((20.0 * 200.0 * 250.0) ** (1 / 3))
     lo, hi = spread.interval
@@ -233,7 +233,7 @@ def test_one_seed_is_decided_by_its_value_and_nan_is_inconclusive():
 
 def test_a_non_finite_seed_value_is_shown_per_seed_not_as_a_mean():
     """A diverged roll-out gives one seed inf: the table lists the seeds' values ("inf ± nan" hid which seed)."""
-    from icl_gd.claims.model import ClaimResult, Spread
+    from icl_gd.claims.verdict import ClaimResult, Spread
     from icl_gd.claims.report import value_text
     diverged = ClaimResult(_toy(), Verdict.INCONCLUSIVE, Spread((-0.002, float("inf"), -0.001)))
     text = value_text(diverged)
@@ -338,7 +338,7 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
 
 def test_agreement_with_the_authors_code_follows_the_stated_rule():
     from icl_gd.claims.authors import Agreement, AuthorsValue, agreement
-    from icl_gd.claims.model import Spread
+    from icl_gd.claims.verdict import Spread
 
     claim = next(c for c in CLAIMS if c.id == "vo-separate-one-step")
     theirs = AuthorsValue(claim.id, (0.02, 0.021), same_setup=True)

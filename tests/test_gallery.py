@@ -13,7 +13,7 @@ import pytest
 
 from icl_gd.claims import ALL_CHECKS
 from icl_gd.claims.gallery import PAPER_FIGURES, write_gallery
-from icl_gd.claims.model import ClaimResult, Verdict
+from icl_gd.claims.verdict import ClaimResult, Verdict
 
 
 def _chromium() -> str | None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from icl_gd.cli import app
 from icl_gd.claims.authors import AuthorsValue
-from icl_gd.claims.model import ClaimResult, Spread, decide
+from icl_gd.claims.verdict import ClaimResult, Spread, decide
 from icl_gd.claims.reproduce import select_claims
 from icl_gd.claims.report import README_END, README_START, ReportHeader, write_report
 

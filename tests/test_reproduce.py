@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from icl_gd.cli import app
 from icl_gd.constructions.verify import all_checks
 from icl_gd.claims.reproduce import judge, plan_runs, select_claims, seed_specs
-from icl_gd.claims.model import Verdict
+from icl_gd.claims.verdict import Verdict
 
 FAST = "vo-prop1-exact,irie-dual-exact,vo-gdpp-exact"
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from icl_gd.claims import SeedEvidence, Verdict, evaluate_claim
-from icl_gd.claims.model import MissingEvidence
+from icl_gd.claims.evidence import MissingEvidence
 from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.claims.statistics import OverDraws, RolloutGap, RolloutRise, median_of
 from icl_gd.regression.depth import unstable_task_rows

@@ -14,7 +14,8 @@ import pytest
 
 from icl_gd.claims import ALL_CHECKS, CLAIMS, Kind, SeedEvidence, Verdict, evaluate_claim
 from icl_gd.claims.authors import Agreement, AuthorsValue, agreement, their_failed_seeds
-from icl_gd.claims.model import ClaimResult, Spread, TrainingCheck, judge_values
+from icl_gd.claims.claim import TrainingCheck
+from icl_gd.claims.verdict import ClaimResult, Spread, judge_values
 from icl_gd.claims.statistics import GdppReference
 
 ROOT = Path(__file__).resolve().parents[1]

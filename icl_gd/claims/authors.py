@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from icl_gd.core import stats
-from icl_gd.claims.model import Claim, Spread, Verdict, judge_values, seed_list
+from icl_gd.claims.formatting import format_value
+from icl_gd.claims.claim import Claim
+from icl_gd.claims.verdict import Spread, Verdict, judge_values, seed_list
 
 AUTHORS_VALUES = Path(__file__).with_name("authors_values.json")
 
@@ -120,7 +122,6 @@ def _range(values: Sequence[float]) -> str:
 
 def _not_finite(a: Sequence[float], b: Sequence[float]) -> str:
     """Why values that are not all finite differ: which side, which seeds, and how the finite ones lie."""
-    from icl_gd.claims.report import format_value
 
     sides = []
     for name, values in (("ours", a), ("theirs", b)):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icl_gd.core.results import atomic_write_text
-from icl_gd.claims.model import ClaimResult
+from icl_gd.claims.verdict import ClaimResult
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 
 

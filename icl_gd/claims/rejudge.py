@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.claims.model import (Claim, ClaimResult, MissingEvidence, Spread, Verdict, check_seeds,
-                                          judge_values)
+from icl_gd.claims.claim import Claim
+from icl_gd.claims.evidence import MissingEvidence
+from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, check_seeds, judge_values
 from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.claims.reproduce import plan_dirs, seed_evidence
 

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from icl_gd.claims.departures import DEPARTURES, IRIE, VON_OSWALD, Departure
 from icl_gd.core.results import atomic_write_text, replace_marked_block, write_json
+from icl_gd.claims.formatting import format_value
 from icl_gd.claims.authors import AuthorsValue, Comparison, agreement, authors_values, compared
-from icl_gd.claims.model import ClaimResult, Kind, Spread, Verdict
+from icl_gd.claims.claim import Kind
+from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
 
 
 
@@ -34,12 +36,6 @@ class ReportHeader:
     # what the runs themselves measured (their timings.json), e.g. "91 runs: 812 CPU min, ...": a call that reuses
     # finished runs takes seconds (wall_s), so the budget's cost is this line
     runs_measured: str = ""
-
-
-def format_value(value: float) -> str:
-    if not math.isfinite(value):
-        return str(value)
-    return f"{value:.3g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
 
 
 def _spread_text(spread: Spread) -> str:

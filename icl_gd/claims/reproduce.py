@@ -16,7 +16,9 @@ from typing import Any
 from icl_gd.core.errors import ConfigError, ICLGDError
 from icl_gd.core.results import read_json, write_json
 from icl_gd.core.study import StudyRegistry
-from icl_gd.claims.model import VERIFY_STUDY, Claim, ClaimResult, RunPlan, SeedEvidence, Verdict, evaluate_claim
+from icl_gd.claims.claim import VERIFY_STUDY, Claim, RunPlan
+from icl_gd.claims.evidence import SeedEvidence
+from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
 from icl_gd.claims.registry import ALL_CHECKS
 
 VERIFY_DIR = "verify"

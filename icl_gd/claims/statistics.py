@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from icl_gd.claims.model import MissingEvidence, SeedEvidence
+from icl_gd.claims.formatting import format_value
+from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
 
 # Statistics are small frozen dataclasses (not closures) so a report, a test or a reader can see what they read.
 @dataclass(frozen=True)
@@ -246,7 +247,6 @@ class OverDraws:
         """Every seed's per-draw values and how many of its draws hold; the share of all draws that hold; each draw's
         tasks beyond the stability bound at the statistic's damping (seed 0's run: the draws are the same for every
         seed), or its worst task when none is."""
-        from icl_gd.claims.report import format_value
 
         seeds, held, total = [], 0, 0
         for i, e in enumerate(evidence):

@@ -7,7 +7,7 @@ fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets a
 that cannot settle an empirical claim (``quick_decisive=False``): they show the value, never a verdict.
 """
 
-from icl_gd.claims.model import VERIFY_STUDY, Claim
+from icl_gd.claims.claim import VERIFY_STUDY, Claim
 from icl_gd.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
 from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS

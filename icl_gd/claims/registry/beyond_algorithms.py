@@ -5,7 +5,7 @@ abstracts: no full text of either is stored here) and is marked as beyond the pa
 
 from __future__ import annotations
 
-from icl_gd.claims.model import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
 from icl_gd.claims.statistics import metric
 
 FU = "Fu, Chen, Jia & Sharan 2023"

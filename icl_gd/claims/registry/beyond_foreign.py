@@ -6,7 +6,7 @@ source's abstract (no full text of either is stored here) and is marked as beyon
 
 from __future__ import annotations
 
-from icl_gd.claims.model import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
 from icl_gd.claims.statistics import metric
 
 GARG = "Garg, Tsipras, Liang & Valiant 2022"

@@ -3,7 +3,7 @@ leave-k-out) and against attribution methods. Each claim is marked as ours, beyo
 
 from __future__ import annotations
 
-from icl_gd.claims.model import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
 from icl_gd.claims.statistics import Ratio
 from icl_gd.claims.departures import IRIE
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icl_gd.claims.departures import IRIE, VON_OSWALD
-from icl_gd.claims.model import Claim, Direction, Kind
+from icl_gd.claims.claim import Claim, Direction, Kind
 from icl_gd.claims.statistics import metric, worst_identity
 from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
 from icl_gd.claims.registry.rules import RULES as _RULES

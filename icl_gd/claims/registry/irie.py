@@ -4,7 +4,7 @@ their script."""
 from __future__ import annotations
 
 from icl_gd.claims.departures import IRIE
-from icl_gd.claims.model import Claim, Direction, Kind
+from icl_gd.claims.claim import Claim, Direction, Kind
 from icl_gd.claims.statistics import difference, least, metric, ratio
 from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM, DUAL_FORM_MNIST
 from icl_gd.claims.registry.rules import FORGETTING_MARGIN, SHARE_MARGIN

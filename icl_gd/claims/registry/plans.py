@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icl_gd.claims.model import VERIFY_STUDY, RunPlan
+from icl_gd.claims.claim import VERIFY_STUDY, RunPlan
 
 # ---------------------------------------------------------------------------------------------------- run plans
 # One plan per distinct run set: claims that share a plan share its runs (planned once). The estimates are CPU

@@ -2,7 +2,7 @@
 equivalence margins of the comparison with the authors' code, and the tests of a failed seed and of a degenerate
 reference."""
 
-from icl_gd.claims.model import Margin, TrainingCheck
+from icl_gd.claims.claim import Margin, TrainingCheck
 from icl_gd.claims.statistics import GdppReference
 
 # ---------------------------------------------------------------------------------------------------- rules

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icl_gd.claims.departures import VON_OSWALD
-from icl_gd.claims.model import Claim, Direction, Kind, TrainingCheck
+from icl_gd.claims.claim import Claim, Direction, Kind, TrainingCheck
 from icl_gd.claims.statistics import (OodGap, OverDraws, RolloutGap, RolloutRise, WorstDeviation,
                                                difference, metric, ratio, rel_gap)
 from icl_gd.claims.registry.plans import (FIXED_TASKS, LAYERNORM_1, LAYERNORM_2,

@@ -1,0 +1,173 @@
+"""What a claim is: the runs it needs (``RunPlan``), its statistic, threshold and where that comes from, and the
+declared tests of a failed seed (``TrainingCheck``) and of the authors' margin (``Margin``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from icl_gd.claims.evidence import SeedEvidence
+from icl_gd.core.errors import ConfigError
+
+VERIFY_STUDY = "verify"  # the pseudo-study: every `icl-gd verify` identity, run in-process (seconds)
+
+
+class Direction(str, Enum):
+    BELOW = "<"  # the claim holds when the statistic is below the threshold
+    ABOVE = ">"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The runs one claim needs: ``seeds`` runs (seed 0, 1, ...) of ``study`` with ``preset`` and ``overrides``.
+
+    Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. ``estimate_s`` and
+    ``quick_estimate_s`` are the wall seconds one seed's run took on a 2-core machine (for the printed plan only).
+    ``shared_s``: the seconds of a first seed's work that its later seeds read instead of doing it (what the plan's
+    seeds share and do not change: the references' tuning, ``icl_gd.core.shared``); a later seed's estimate is the
+    first's less that.
+    """
+
+    study: str
+    preset: str = "default"
+    overrides: tuple[str, ...] = ()
+    seeds: int = 1
+    quick_overrides: tuple[str, ...] = ()
+    quick_seeds: int | None = None
+    quick_preset: str | None = None  # None: the same preset under --quick
+    estimate_s: float = 60.0
+    quick_estimate_s: float = 10.0
+    shared_s: float = 0.0
+
+    def seed_count(self, quick: bool) -> int:
+        return (self.quick_seeds or self.seeds) if quick else self.seeds
+
+    def run_overrides(self, quick: bool) -> tuple[str, ...]:
+        return self.overrides + (self.quick_overrides if quick else ())
+
+    def run_preset(self, quick: bool) -> str:
+        return (self.quick_preset or self.preset) if quick else self.preset
+
+    @property
+    def quick_is_full(self) -> bool:
+        return (self.run_preset(True), self.run_overrides(True), self.seed_count(True)) == \
+            (self.run_preset(False), self.run_overrides(False), self.seed_count(False))
+
+    def estimate(self, quick: bool, seed: int = 0) -> float:
+        """Seed ``seed``'s estimate: the first seed's, or a later one's (less ``shared_s``) at the full budget."""
+        if quick:
+            return self.quick_estimate_s
+        return self.estimate_s - self.shared_s if seed > 0 else self.estimate_s
+
+
+class Kind(str, Enum):
+    PAPER = "paper"  # an empirical statement the paper makes (quoted)
+    OURS = "ours"  # a check the paper does not make (our control or our extension of its statement)
+    CONSTRUCTION = "construction"  # an identity of icl-gd's own code: a construction check, not a claim
+    BEYOND = "beyond"  # beyond the two papers: a statement of later work (quoted from it, ``paper`` names it) or ours
+
+
+@dataclass(frozen=True)
+class Margin:
+    """How far apart the two codes' means may be and still agree (``authors.agreement``), on the claim statistic's
+    own scale (the log scale for a ratio), and where that number comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class TrainingCheck:
+    """A seed's training failed when a trained model's final test loss (any of ``losses``, metrics of plan 0) is not
+    below ``fraction`` × the untrained model's (``untrained``: the zero predictor's loss, the plateau a model starts
+    on): it never left the plateau, or it diverged. Such a seed is flagged, counted and left out of the verdict and
+    of the comparison with the authors' code."""
+
+    losses: tuple[str, ...]
+    untrained: str = "loss_zero"
+    fraction: float = 0.9
+    source: str = ("ours: a seed whose final test loss is not at least 10% below the untrained model's (the zero "
+                   "predictor's, the plateau training starts on) never left that plateau or diverged")
+
+    def failed(self, losses: Sequence[float], untrained: float) -> str:
+        """The reason one seed failed ("" when it trained), from its trained models' losses."""
+        bound = self.fraction * untrained
+        bad = [v for v in losses if not (math.isfinite(v) and v < bound)]
+        if not bad:
+            return ""
+        return (f"final loss {', '.join(f'{v:.4g}' for v in bad)} not below {self.fraction:g} × the untrained "
+                f"model's {untrained:.4g}")
+
+    def __call__(self, evidence: SeedEvidence) -> str:
+        return self.failed([evidence.value(k) for k in self.losses], evidence.value(self.untrained))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One statement, as a check over the runs it needs.
+
+    ``location`` is the place in the paper (arXiv 2212.07677v2 for von Oswald et al.), ``quote`` the paper's own
+    words (short, verbatim; empty for ``Kind.OURS``), ``statement`` ours in one sentence. ``threshold_source`` says
+    where the threshold comes from: a number the paper gives (with its location), the authors' code's value measured
+    here, or a stated rule ("ours: ..."). ``follows`` says, where the paper's text and the authors' code differ,
+    which one the claim's runs follow.
+
+    ``variant_of`` names the claim whose sentence this one tests again another way (e.g. against a reference tuned
+    otherwise): a variant is a sub-row of that claim, not counted on its own. ``margin`` is the equivalence margin
+    of the comparison with the authors' code; ``training`` the test of a failed seed; ``reference`` a callable on one
+    seed's evidence returning why the claim's reference degenerated ("" when it is valid).
+    """
+
+    id: str
+    paper: str
+    location: str
+    kind: Kind
+    statement: str
+    runs: tuple[RunPlan, ...]
+    statistic: Callable[[SeedEvidence], float]
+    measures: str  # what the statistic is, e.g. "|L_trained - L_GD| / L_GD"
+    threshold: float
+    direction: Direction
+    threshold_source: str
+    quote: str = ""
+    follows: str = ""
+    # False when the --quick budget (fewer steps or seeds) cannot settle this claim: it is then reported as
+    # inconclusive with the measured value shown, never guessed.
+    quick_decisive: bool = True
+    figures: tuple[str, ...] = ()  # paths inside the first plan's first run directory, shown in the report
+    variant_of: str = ""
+    margin: Margin | None = None
+    training: TrainingCheck | None = None
+    reference: Callable[[SeedEvidence], str] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.runs:
+            raise ConfigError(f"claim {self.id} needs at least one run")
+        if not math.isfinite(self.threshold):
+            raise ConfigError(f"claim {self.id}: threshold must be finite, got {self.threshold}")
+        if not self.threshold_source.strip():
+            raise ConfigError(f"claim {self.id}: say where the threshold comes from (threshold_source)")
+
+    @property
+    def author(self) -> str:
+        """The first author's surname, as the tables name the paper ("von Oswald", "Irie", "Fu", "Ahn")."""
+        return self.paper.split(",")[0].split(" et al")[0]
+
+    @property
+    def is_construction(self) -> bool:
+        return self.kind is Kind.CONSTRUCTION
+
+    @property
+    def settled_by_quick(self) -> bool:
+        """Whether a --quick verdict stands: declared so, or every run plan's quick budget is its full one."""
+        return self.quick_decisive or all(plan.quick_is_full for plan in self.runs)
+
+    def passes(self, value: float) -> bool:
+        return value < self.threshold if self.direction is Direction.BELOW else value > self.threshold
+
+    @property
+    def log_scale(self) -> bool:
+        """Whether seeds are summarised on the log scale (the statistic says so; plain functions do not)."""
+        return bool(getattr(self.statistic, "log_scale", False))

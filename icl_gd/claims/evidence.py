@@ -1,0 +1,44 @@
+"""What one seed's runs measured, as a claim's statistic reads it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SeedEvidence:
+    """What one seed's runs measured: ``metrics[i]`` is ``metrics.json["mean"]`` of the i-th plan's run for this
+    seed (one seed per run), ``run_dirs[i]`` its directory (for claims that read a table such as ``ood.csv``)."""
+
+    metrics: tuple[Mapping[str, Any], ...]
+    run_dirs: tuple[Path, ...]
+
+    def value(self, key: str, plan: int = 0) -> float:
+        """A scalar metric, or ``key[i]`` for item i of a list-valued one (a per-step metric); a missing or
+        non-numeric one is a MissingEvidence (the claim becomes inconclusive)."""
+        metrics = self.metrics[plan]
+        indexed = _INDEXED.fullmatch(key)
+        name = indexed.group(1) if indexed else key
+        if name not in metrics:
+            raise MissingEvidence(f"metric {name!r} is not in the run's metrics.json")
+        value = metrics[name]
+        if indexed:
+            if not isinstance(value, list) or not value:
+                raise MissingEvidence(f"metric {name!r} is not a non-empty list ({value!r})")
+            value = value[int(indexed.group(2))] if -len(value) <= int(indexed.group(2)) < len(value) else None
+        if isinstance(value, str) and value in ("inf", "-inf"):
+            return float(value)
+        if value is None or isinstance(value, (bool, list, dict)):
+            raise MissingEvidence(f"metric {key!r} is not a finite number ({value!r})")
+        return float(value)
+
+
+_INDEXED = re.compile(r"(.+)\[(-?\d+)\]")
+
+
+class MissingEvidence(LookupError):
+    """A claim's statistic could not be computed from the runs it was given."""
