@@ -33,10 +33,24 @@ PRESET = typer.Option("default", "--preset", help="Named set-up: default, or pap
 SETS = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), on top of --preset; in a sweep, for "
                                       "every run.")
 DEVICE = typer.Option("cpu", "--device", help="cpu or cuda.")
-RUN_THREADS = typer.Option(None, "--threads", help="CPU threads for torch (default: 1 for the regression studies, "
-                                                   "all cores otherwise).")
-SWEEP_THREADS = typer.Option(None, "--threads", help="CPU threads of each run (default 1); --workers defaults to "
-                                                     "the cores over this.")
+
+
+def _checked_threads(threads: Optional[int]) -> Optional[int]:
+    """``--threads`` as it is parsed: 1..this machine's logical cores (``check_threads``), else one line, exit 2."""
+    if threads is None:
+        return None
+    from icl_gd.core.resources import check_threads
+
+    try:
+        return check_threads(threads)
+    except ConfigError as exc:
+        _fail(exc)
+
+
+RUN_THREADS = typer.Option(None, "--threads", callback=_checked_threads, help="CPU threads for torch, at most the "
+                           "machine's cores (default: 1 for the regression studies, all cores otherwise).")
+SWEEP_THREADS = typer.Option(None, "--threads", callback=_checked_threads, help="CPU threads of each run, at most "
+                             "the machine's cores (default 1); --workers defaults to the cores over this.")
 PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show progress (a sweep's: its bar and log).")
 FIGURES = typer.Option(True, "--figures/--no-figures", help="Draw each run's figures (PNG + PDF); without them the "
                        "numbers and tables are the same and a small run takes a fraction of the time.")

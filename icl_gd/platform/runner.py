@@ -14,44 +14,14 @@ from typing import Any
 
 import torch
 
-from icl_gd.core.errors import ConfigError
 from icl_gd.platform.memory import check_memory
 from icl_gd.core.progress import phases_shown
+from icl_gd.core.resources import resolve_device, set_threads
 from icl_gd.core.results import prepare_run_dir
 from icl_gd.core.runlock import RunLock
 from icl_gd.core.shared import SharedResults
 from icl_gd.core.study import RunContext, StudyRegistry, resolve_study_config, run_label, write_resolved_config
 from icl_gd.core.timing import run_timing
-
-
-def resolve_device(name: str) -> torch.device:
-    """``cpu`` or ``cuda[:i]`` as a torch device; ConfigError for anything else or a missing GPU."""
-    try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {name!r} is not a device (use cpu or cuda)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name}: no CUDA device is available on this machine")
-    if device.type not in {"cpu", "cuda"}:
-        raise ConfigError(f"--device {name!r} is not supported (use cpu or cuda)")
-    return device
-
-
-def set_threads(threads: int | None) -> None:
-    """Set torch's intra-op thread count and numpy's BLAS threads for this process (None: leave them).
-
-    numpy's BLAS (OpenBLAS) otherwise takes every core whatever torch uses: with two runs on two busy cores its
-    threads wait on each other (a float64 product in the dual-form verification took 1.04 s on 2 threads and
-    0.067 s on 1), and its last bits depend on the machine's core count instead of ``--threads``."""
-    if threads is None:
-        return
-    if threads <= 0:
-        raise ConfigError(f"--threads must be a positive integer, got {threads}")
-    torch.set_num_threads(threads)
-    import numpy  # noqa: F401  (threadpoolctl limits loaded libraries only: make sure numpy's BLAS is one)
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(threads, user_api="blas")  # called, not entered: the limit stays for the process
 
 
 def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "default", overrides: Sequence[str] = (), *,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from icl_gd.core.errors import ConfigError, RunDirectoryError
+from icl_gd.core.resources import check_threads
 from icl_gd.platform.sweep.backends import run_local, run_ray
 from icl_gd.core.study import StudyRegistry
 from icl_gd.platform.sweep.plan import Figures, RunSpec
@@ -43,9 +44,7 @@ def run_sweep(specs: Sequence[RunSpec], root: Path, *, registry: StudyRegistry, 
         raise ConfigError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if workers is not None and workers <= 0:
         raise ConfigError(f"--workers must be a positive integer, got {workers}")
-    if threads is not None and threads <= 0:
-        raise ConfigError(f"--threads must be a positive integer, got {threads}")
-    threads = threads or 1
+    threads = check_threads(threads) or 1  # every run's threads: at most this machine's cores
     if address and backend != "ray":
         raise ConfigError("--address is for --backend ray")
     ids = [spec.run_id() for spec in specs]

@@ -94,11 +94,11 @@ _started_queue: Any = None
 def init_pool_worker(started_queue: Any, threads: int = 1) -> None:
     """Process-pool initializer: ``threads`` intra-op threads, one-line notices, and where to report a run's
     start."""
-    import torch
+    from icl_gd.core.resources import set_threads
 
     global _started_queue
     _started_queue = started_queue
-    torch.set_num_threads(threads)
+    set_threads(threads)
     install_notice_printer()
 
 
