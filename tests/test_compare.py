@@ -208,3 +208,98 @@ def test_the_proposed_claims_read_metrics_the_study_writes():
     for claim in BEYOND_FOREIGN_CLAIMS:
         assert claim.runs[0].study == STUDY.name
         assert dataclasses.asdict(claim.statistic)["key"] in written
+
+
+# ------------------------------------------------------------------ what `icl-gd compare` refuses, in one line
+BAD_MODELS = {
+    # name: (the model file's text, what the one error line must say)
+    "raises": ("def build():\n    raise RuntimeError('factory exploded on purpose')\n",
+               "build() in {file} raised RuntimeError: factory exploded on purpose"),
+    "exits": ("import sys\nsys.exit(3)\ndef build():\n    return None\n", "importing {file} exited (sys.exit(3))"),
+    "constant": ("import torch\ndef build():\n    return lambda x, y, q: torch.ones(q.shape[0])\n",
+                 "constant output"),
+    "constant_in_graph": ("import torch\ndef build():\n    return lambda x, y, q: 0 * q.sum(-1) + 1\n",
+                          "constant output"),
+    "nan": ("import torch\ndef build():\n    return lambda x, y, q: q.sum(-1) * float('nan')\n", "NaN or inf"),
+    "inf": ("import torch\ndef build():\n    return lambda x, y, q: q.sum(-1) + float('inf')\n", "NaN or inf"),
+    "nan_later": ("import torch\ndef build():\n"
+                  "    return lambda x, y, q: q.sum(-1) * torch.where(x[:, 0, 0] > 0.45, float('nan'), 1.0)\n",
+                  "NaN or inf"),
+    "integers": ("import torch\ndef build():\n    return lambda x, y, q: (q.sum(-1) > 0).long()\n",
+                 "dtype torch.int64"),
+    "no_gradient": ("import torch\ndef build():\n"
+                    "    return lambda x, y, q: torch.tensor(q.sum(-1).detach().numpy())\n",
+                    "does not depend on the query x_q through autograd"),
+}
+
+
+def _compare_app():
+    from icl_gd.cli import app
+
+    return app
+
+
+def _one_error_line(text: str) -> bool:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return len(lines) == 1 and lines[0].startswith("icl-gd: error: ") and "Traceback" not in text
+
+
+def _looks_like_no_result(out: Path) -> bool:
+    return not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("figures", ["--figures", "--no-figures"])
+@pytest.mark.parametrize("name", list(BAD_MODELS))
+def test_a_bad_model_is_one_line_exit_2_and_leaves_no_result(tmp_path, name, figures):
+    # Each fails before the fix: a traceback (the factory's error, autograd's "does not require grad", pandas'
+    # "Encountered all NA values", a log-scale plotting error), exit 3 with no message (sys.exit on import), or
+    # exit 0 with "loss": "inf"; config.json was left alone in --out.
+    from typer.testing import CliRunner
+
+    text, expected = BAD_MODELS[name]
+    model_file = tmp_path / f"{name}_model.py"
+    model_file.write_text(text)
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(_compare_app(), ["compare", "--model", f"{model_file}:build", "--d", "3", "--n", "6",
+                                                 "--out", str(out), "--steps", "1", figures])
+    assert result.exit_code == 2, result.output
+    assert _one_error_line(result.output), result.output
+    assert expected.format(file=model_file) in result.output, result.output
+    assert _looks_like_no_result(out), sorted(p.name for p in out.iterdir())
+
+
+@pytest.mark.parametrize("option,expected", [(["--threads", "0"], "--threads must be a positive integer, got 0"),
+                                             (["--threads", "100000"], "logical cores"),
+                                             (["--device", "tpu"], "--device 'tpu'"),
+                                             (["--d", "0"], "d must be a positive integer"),
+                                             (["--task", "garg"], "--task 'garg' is not one of")])
+def test_bad_compare_options_are_one_line_exit_2(tmp_path, option, expected):
+    from typer.testing import CliRunner
+
+    model_file = tmp_path / "ls_model.py"
+    model_file.write_text("import torch\ndef build():\n"
+                          "    return lambda x, y, q: (q[:, None] @ torch.linalg.pinv(x) @ y[..., None])[:, 0, 0]\n")
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(_compare_app(), ["compare", "--model", f"{model_file}:build", "--out", str(out),
+                                                 *option])
+    assert result.exit_code == 2, result.output
+    assert _one_error_line(result.output) and expected in result.output, result.output
+    assert _looks_like_no_result(out)
+
+
+def test_an_internal_failure_is_one_line_exit_1_and_leaves_no_result(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import icl_gd.regression.compare_command as command
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug inside the comparison")
+
+    monkeypatch.setattr(command, "compare_predictor", broken)
+    model_file = tmp_path / "ls_model.py"
+    model_file.write_text("def build():\n    return lambda x, y, q: q.sum(-1)\n")
+    out = tmp_path / "cmp"
+    result = CliRunner().invoke(_compare_app(), ["compare", "--model", f"{model_file}:build", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert _one_error_line(result.output) and "ValueError: a bug inside the comparison" in result.output
+    assert _looks_like_no_result(out)

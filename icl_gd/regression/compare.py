@@ -31,6 +31,7 @@ Every reference runs in float64 on the same held-out tuning and test tasks; the 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,7 @@ from icl_gd.regression.algorithms import (NewtonPredictor, PreconditionedGDPredi
                                           match_layers, probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor
 from icl_gd.regression.evaluation import EvalSet, Scored, score
-from icl_gd.regression.metrics import query_loss
+from icl_gd.regression.metrics import predictions_and_sensitivities_of, query_loss
 from icl_gd.regression.separate_tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
 from icl_gd.regression.tokens import ConcatLayout
@@ -151,11 +152,15 @@ class ForeignPredictor(nn.Module):
         return self.call.inputs(*parts)
 
     def _prediction(self, out: Any, B: int, what: str, leading: tuple[int, ...] = ()) -> torch.Tensor:
-        """``out`` as ŷ (*leading, B, d_y); a wrong type or shape is a ConfigError naming the expected shapes."""
+        """``out`` as ŷ (*leading, B, d_y); a wrong type, dtype or shape is a ConfigError naming the expected
+        shapes."""
         d_y = self.concat.d_y
         if not isinstance(out, torch.Tensor):
             raise ConfigError(f"{what} returned a {type(out).__name__}, expected a tensor {(*leading, B)} or "
                               f"{(*leading, B, d_y)} from {self.call.describe(B)}")
+        if not out.is_floating_point():
+            raise ConfigError(f"{what} returned dtype {out.dtype}, expected a floating-point tensor from "
+                              f"{self.call.describe(B)}")
         if d_y == 1 and tuple(out.shape) == (*leading, B):
             out = out[..., None]
         if tuple(out.shape) != (*leading, B, d_y):
@@ -163,15 +168,27 @@ class ForeignPredictor(nn.Module):
                               f"{(*leading, B, d_y)} from {self.call.describe(B)}")
         return out
 
+    def _call(self, fn: Callable[..., Any], tokens: torch.Tensor, what: str) -> Any:
+        """``fn`` (the predictor or its read-outs) on ``tokens`` in its own call: a failure inside it, of any type,
+        is a one-line ConfigError naming the call it was given."""
+        try:
+            return fn(*self._inputs(tokens))
+        except ICLGDError:
+            raise
+        except Exception as error:  # the predictor's own errors are any type: name what it was given
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            raise ConfigError(f"{what} failed on {self.call.describe(tokens.shape[0])}: {first}; is the declared "
+                              f"layout ({self.call.name}) the one it takes?") from error
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        out = self.predictor(*self._inputs(tokens))
+        out = self._call(self.predictor, tokens, "the predictor")
         return self._prediction(out, tokens.shape[0], "the predictor").to(tokens.dtype)
 
     def layer_predictions(self, tokens: torch.Tensor) -> torch.Tensor:
         """ŷ (L, B, d_y) of the per-layer read-outs, in the tokens' dtype."""
         if self.layers is None:
             raise ConfigError("the predictor has no per-layer read-outs (give layers= or a layer_predictions method)")
-        out = self.layers(*self._inputs(tokens))
+        out = self._call(self.layers, tokens, "the per-layer read-outs")
         if isinstance(out, (list, tuple)):
             out = torch.stack([self._prediction(o, tokens.shape[0], "a per-layer read-out") for o in out])
         if not isinstance(out, torch.Tensor) or out.dim() < 2:
@@ -181,19 +198,42 @@ class ForeignPredictor(nn.Module):
 
     def check(self, tokens: torch.Tensor) -> None:
         """Call the predictor (and its read-outs) once on ``tokens``: a failure inside it is a one-line ConfigError
-        naming the call it was given, a wrong output shape one naming the expected shapes."""
+        naming the call it was given; so is an output of the wrong shape or dtype, NaN or inf, one that does not
+        vary between the tasks, or one that autograd cannot differentiate with respect to the query."""
         for what, call in (("the predictor", self.forward), ("the per-layer read-outs", self.layer_predictions)):
             if what != "the predictor" and self.layers is None:
                 continue
-            try:
-                with torch.no_grad():
-                    call(tokens)
-            except ICLGDError:
-                raise
-            except Exception as error:  # the predictor's own errors are any type: name what it was given
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-                raise ConfigError(f"{what} failed on {self.call.describe(tokens.shape[0])}: {first}; is the "
-                                  f"declared layout ({self.call.name}) the one it takes?") from error
+            with torch.no_grad():
+                out = call(tokens)
+            if not torch.isfinite(out).all():
+                raise ConfigError(f"{what} returned NaN or inf on {self.call.describe(tokens.shape[0])}")
+        try:
+            predictions_and_sensitivities_of(self, tokens, self.concat.d_x)
+        except ConfigError as error:
+            with torch.no_grad():
+                out = self.forward(tokens)
+            if bool((out == out[:1]).all()):
+                raise ConfigError(constant_output(len(out))) from error
+            raise
+
+    def check_scored(self, scored: Scored) -> None:
+        """The predictor's ŷ and sensitivities on the test tasks (``score``): ConfigError unless every one is finite
+        and ŷ varies between the tasks."""
+        B = len(scored.prediction)
+        for name, values in (("ŷ", scored.prediction), ("sensitivity ∂ŷ/∂x_q", scored.sensitivity)):
+            bad = int((~torch.isfinite(values)).flatten(1).any(-1).sum())
+            if bad:
+                raise ConfigError(f"the predictor's {name} is NaN or inf on {bad} of the {B} test tasks")
+        if bool((scored.prediction == scored.prediction[:1]).all()):
+            raise ConfigError(constant_output(B))
+        if not math.isfinite(scored.loss):
+            raise ConfigError(f"the predictor's test loss is {scored.loss} (NaN or inf: its largest |ŷ| is "
+                              f"{float(scored.prediction.abs().max()):.3g})")
+
+
+def constant_output(B: int) -> str:
+    return (f"the predictor gives the same ŷ on all {B} tasks it was given (a constant output: it does not depend on "
+            "its inputs)")
 
 
 # ---------------------------------------------------------------------------------------------------- settings
@@ -291,6 +331,7 @@ def compare(predictor: Callable[..., Any], task: LinearRegressionTask, layout: s
     if isinstance(predictor, nn.Module):
         predictor.eval()
     trained = score(model, test)
+    model.check_scored(trained)  # before any reference is tuned: a NaN, inf or constant predictor is refused now
     refs, matching = references or tuned_references(task, config, n_tune, seed, device)
     rows = [_reference_row(ref, score(ref.predictor, test), trained) for ref in refs]
     parameters: dict[str, Any] = {ref.name: ref.parameters for ref in refs}
@@ -330,6 +371,8 @@ def _match_layers(model: ForeignPredictor, task: LinearRegressionTask, config: C
     with torch.no_grad():
         tokens = probe.tokens(model.concat, torch.float64)
         predictions = torch.cat([model.layer_predictions(part) for part in tokens.split(4000)], dim=1)
+    if not torch.isfinite(predictions).all():
+        raise ConfigError("the per-layer read-outs are NaN or inf on the probe tasks of the per-layer matching")
     predictions = predictions.double().reshape(len(predictions), B, M, task.d_y)
     runs = run_algorithms(probe, matching["gdpp"], matching["pgd"], matching["gd_eta"], config.newton_steps,
                           config.gd_steps, config.tuned_steps)

@@ -25,27 +25,38 @@ def compare(
                                        "steps.")] = 6,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the test, tuning and probe tasks.")] = 2023,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch.")] = 1,
+    threads: Annotated[int, typer.Option("--threads", help="CPU threads for torch, at most the machine's "
+                                         "cores.")] = 1,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a finished comparison in --out.")] = False,
     figures: Annotated[bool, typer.Option("--figures/--no-figures", help="Draw the figure.")] = True,
 ) -> None:
     """Compare any in-context learner with tuned GD, GD++, preconditioned GD, Newton, least squares and ridge;
     writes comparison.csv and figures/comparison.png into --out."""
     import pandas as pd
-    import torch
 
     from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
+    from icl_gd.core.resources import resolve_device, set_threads
     from icl_gd.regression.compare_command import CompareRunConfig, run_comparison
     from icl_gd.regression.compare import CompareConfig
 
-    torch.set_num_threads(threads)
+    def fail(message: str, code: int) -> None:
+        typer.echo(f"icl-gd: error: {message}", err=True)
+        raise typer.Exit(code)
+
     try:
+        set_threads(threads)
+        torch_device = resolve_device(device)
         config = CompareRunConfig(model=model, checkpoint=None if checkpoint is None else str(checkpoint), task=task,
                                   d=d, n=n, layout=layout, seed=seed, compare=CompareConfig(steps=steps))
-        frame = run_comparison(config, out, device, force, figures)
+        frame = run_comparison(config, out, str(torch_device), force, figures)
     except ICLGDError as error:
-        typer.echo(f"icl-gd: error: {error}", err=True)
-        raise typer.Exit(2 if isinstance(error, (ConfigError, RunDirectoryError)) else 1)
+        fail(str(error), 2 if isinstance(error, (ConfigError, RunDirectoryError)) else 1)
+    except KeyboardInterrupt:
+        fail("interrupted; nothing was written to --out", 130)
+    except Exception as error:  # a fault of icl-gd's own (the model's are ConfigErrors): one line, exit 1
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        fail(f"the comparison failed inside icl-gd ({type(error).__name__}: {first}); nothing was written to "
+             "--out", 1)
     closest = frame[frame["layer"].isna()].sort_values("pred_diff").iloc[0]
     steps_text = "" if pd.isna(closest["steps"]) else f" ({int(closest['steps'])} steps)"
     typer.echo(f"compare: wrote {out}  (loss={frame.attrs['loss']:.4g}, closest: {closest['reference']}"

@@ -6,13 +6,18 @@ and ``d_y`` that its signature takes and returns a ``torch.nn.Module`` or a call
 a state dict into the module (a plain state dict, or a dict holding one under ``state_dict`` or ``model``). The
 layout is ``--layout``, else the predictor's ``layout`` attribute, else ``arguments``. A run writes into ``--out``
 ``config.json`` (the resolved settings and the seed), ``comparison.csv``, ``figures/comparison.{png,pdf}`` and
-``metrics.json`` (last), each atomically.
+``metrics.json`` (last), each atomically, and only once the comparison has finished with finite results: a model
+that fails, or whose output is constant, NaN, inf or not floating point, is a one-line ``ConfigError`` and leaves
+nothing in ``--out``; so does a failure while the results are written (what was written is removed).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import math
+import os
+import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,9 +26,9 @@ from typing import Any, Optional
 import pandas as pd
 import torch
 
-from icl_gd.core.config import positive_int, setting
-from icl_gd.core.errors import ConfigError
-from icl_gd.core.results import prepare_run_dir
+from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.errors import ConfigError, DivergenceError, RunDirectoryError
+from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
 from icl_gd.regression.compare import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, UniformInputs
@@ -47,6 +52,9 @@ class CompareRunConfig:
     n_tune: int = positive_int(2048, "held-out tuning tasks")
     compare: CompareConfig = field(default_factory=CompareConfig)
 
+    def __post_init__(self) -> None:
+        check_settings(self)
+
     def build_task(self) -> LinearRegressionTask:
         if self.task not in TASKS:
             raise ConfigError(f"--task {self.task!r} is not one of {', '.join(TASKS)}")
@@ -67,16 +75,22 @@ def load_predictor(spec: str, checkpoint: Path | None, d: int, n: int, d_y: int 
     sys.path.insert(0, str(path.parent.resolve()))  # the file may import its neighbours
     try:
         module_spec.loader.exec_module(module)
-    except Exception as error:
-        raise ConfigError(f"--model: importing {path} failed: {type(error).__name__}: {error}") from error
+    except (Exception, SystemExit) as error:  # the user's module may end the interpreter: say so instead
+        raise ConfigError(f"--model: importing {path} {_failure(error)}") from error
     finally:
         sys.path.pop(0)
     factory = getattr(module, name, None)
     if not callable(factory):
         raise ConfigError(f"--model: {path} has no function {name}")
     wanted = {"d": d, "n": n, "d_y": d_y}
-    params = inspect.signature(factory).parameters
-    predictor = factory(**{k: v for k, v in wanted.items() if k in params})
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: called with nothing
+        params = {}
+    try:
+        predictor = factory(**{k: v for k, v in wanted.items() if k in params})
+    except (Exception, SystemExit) as error:
+        raise ConfigError(f"--model: {name}() in {path} {_failure(error)}") from error
     if checkpoint is not None:
         if not isinstance(predictor, torch.nn.Module):
             raise ConfigError(f"--checkpoint needs a torch.nn.Module, {name} returned a {type(predictor).__name__}")
@@ -95,6 +109,27 @@ def load_predictor(spec: str, checkpoint: Path | None, d: int, n: int, d_y: int 
     return predictor
 
 
+def _failure(error: BaseException) -> str:
+    """How the user's code failed, in words: "raised T: message" or "exited (sys.exit(code))"."""
+    if isinstance(error, SystemExit):
+        return f"exited (sys.exit({error.code!r}))"
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    return f"raised {type(error).__name__}: {first}"
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """Refuse ``out`` before the comparison runs, touching nothing: not a directory, a finished comparison
+    without ``force``, or no writable folder to create it in."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"--out {out} exists and is not a directory")
+    if (out / FINISHED_MARKER).exists() and not force:
+        raise RunDirectoryError(f"--out {out} already holds a finished run; pass --force to overwrite it")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not os.access(existing, os.W_OK):
+        raise RunDirectoryError(f"--out {out} is not usable: {existing} is not writable")
+
+
 def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", force: bool = False,
                    figures: bool = True, progress: bool = True) -> pd.DataFrame:
     """Load the model, compare it, write the run (module docstring); returns the comparison."""
@@ -106,21 +141,52 @@ def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", for
         config = replace(config, layout=declared if isinstance(declared, str) else "arguments")
     if config.layout not in CALLS:
         raise ConfigError(f"--layout {config.layout!r} is not one of {', '.join(CALLS)}")
-    ctx = RunContext(prepare_run_dir(out, force), torch.device(device), progress, figures)
-    study = Study("compare", "any in-context learner against GD and second-order methods", lambda: config,
-                  lambda c, x: {})
-    write_resolved_config(ctx, study, config)
+    _check_out(out, force)
+    torch_device = torch.device(device)
     if isinstance(predictor, torch.nn.Module):
-        predictor = predictor.to(ctx.device)
-    frame = compare_predictor(predictor, task, config.layout, config.compare, device=ctx.device,
-                              n_test=config.n_test, n_tune=config.n_tune, seed=config.seed)
-    run = StudyRun(ctx, [config.seed])
-    run.add_rows("comparison", frame.astype(object).where(frame.notna(), None).to_dict("records"))
+        predictor = predictor.to(torch_device)
+    try:
+        frame = compare_predictor(predictor, task, config.layout, config.compare, device=torch_device,
+                                  n_test=config.n_test, n_tune=config.n_tune, seed=config.seed)
+    except ConfigError as error:  # what the model did wrong, with the model's name
+        raise ConfigError(f"--model {config.model}: {error}") from error
     output = frame[frame["layer"].isna()]
-    closest = output.loc[output["pred_diff"].idxmin()]
-    run.record(config.seed, {"loss": frame.attrs["loss"], "closest_reference": str(closest["reference"]),
-                             "closest_steps": None if pd.isna(closest["steps"]) else int(closest["steps"]),
-                             "closest_pred_diff": float(closest["pred_diff"]),
-                             "parameters": frame.attrs["parameters"]})
-    run.finish(lambda mean: [("comparison", comparison_figure(frame))])
+    finite = output["pred_diff"].astype(float).map(math.isfinite)
+    if not math.isfinite(frame.attrs["loss"]) or not finite.any():  # ``compare`` refuses a non-finite predictor
+        raise DivergenceError(f"the comparison of {config.model} ended without a finite result (loss "
+                              f"{frame.attrs['loss']}); nothing was written to --out")
+    finite_rows = output[finite]
+    closest = finite_rows.loc[finite_rows["pred_diff"].astype(float).idxmin()]
+    metrics = {"loss": frame.attrs["loss"], "closest_reference": str(closest["reference"]),
+               "closest_steps": None if pd.isna(closest["steps"]) else int(closest["steps"]),
+               "closest_pred_diff": float(closest["pred_diff"]), "parameters": frame.attrs["parameters"]}
+    _write_run(config, Path(out), torch_device, force, figures, progress, frame, metrics)
     return frame
+
+
+def _write_run(config: CompareRunConfig, out: Path, device: torch.device, force: bool, figures: bool, progress: bool,
+               frame: pd.DataFrame, metrics: dict[str, Any]) -> None:
+    """Write the finished comparison into ``out`` (module docstring); if any write fails, remove what this call
+    wrote (the folder too, when it made it), so that no partial comparison is left looking like a result."""
+    made = not out.exists()
+    before = set(out.rglob("*")) if not made else set()
+    try:
+        ctx = RunContext(prepare_run_dir(out, force), device, progress, figures)
+        study = Study("compare", "any in-context learner against GD and second-order methods", lambda: config,
+                      lambda c, x: {})
+        write_resolved_config(ctx, study, config)
+        run = StudyRun(ctx, [config.seed])
+        run.add_rows("comparison", frame.astype(object).where(frame.notna(), None).to_dict("records"))
+        run.record(config.seed, metrics)
+        run.finish(lambda mean: [("comparison", comparison_figure(frame))])
+    except BaseException:
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        else:
+            for path in sorted(set(out.rglob("*")) - before, reverse=True):  # files before their folders
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+            (out / FINISHED_MARKER).unlink(missing_ok=True)
+        raise

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from icl_gd.core.errors import ConfigError
+
 Predictor = Callable[[torch.Tensor], torch.Tensor]
 """The one predictor call: tokens (B, T, D) in, ŷ (B, d_y) out. Baselines, constructed and trained models answer it."""
 
@@ -65,13 +67,20 @@ def predictions_and_sensitivities(
 def predictions_and_sensitivities_of(
     predictor: Predictor, tokens: torch.Tensor, d_x: int, query_index: int = -1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``predictions_and_sensitivities`` in one autograd pass over all the tasks."""
+    """``predictions_and_sensitivities`` in one autograd pass over all the tasks; ConfigError when no gradient
+    reaches the query from ŷ."""
     with torch.enable_grad():
         tokens = tokens.detach().clone()
         x_q = tokens[:, query_index, :d_x].clone().requires_grad_(True)
         tokens[:, query_index, :d_x] = x_q
         prediction = predictor(tokens)
-        (grad,) = torch.autograd.grad(prediction[:, 0].sum(), x_q)
+        grad = None
+        if prediction.requires_grad:
+            (grad,) = torch.autograd.grad(prediction[:, 0].sum(), x_q, allow_unused=True)
+    if grad is None:
+        raise ConfigError("the predictor's ŷ does not depend on the query x_q through autograd (a constant output, "
+                          "or one computed outside torch, e.g. after .detach() or in numpy): its sensitivity "
+                          "∂ŷ/∂x_q cannot be measured")
     return prediction.detach(), grad.detach()
 
 
