@@ -3,6 +3,7 @@ stays resumable), an absurd seed count (refused at once), a Ray address where no
 seconds, not retried for minutes); and the options run, sweep and reproduce share."""
 
 import errno
+import json
 import os
 import socket
 import subprocess
@@ -193,8 +194,9 @@ def test_sweep_threads_are_each_runs_threads(tmp_path, monkeypatch):
     seen, real_run_sweep = {}, sweep_module.run_sweep
     monkeypatch.setattr(sweep_module, "run_sweep", lambda specs, out, **kwargs: seen.update(kwargs) or [])
     monkeypatch.setattr(sweep_module, "write_sweep_results", lambda *a, **k: None)
-    assert _invoke(["sweep", "single-layer", "--out", str(tmp_path), "--threads", "3", "--no-progress"])[0] == 0
-    assert seen["threads"] == 3
+    cores = os.cpu_count() or 1
+    assert _invoke(["sweep", "single-layer", "--out", str(tmp_path), "--threads", str(cores), "--no-progress"])[0] == 0
+    assert seen["threads"] == cores
     with pytest.raises(ConfigError, match="--threads must be a positive integer, got 0"):
         real_run_sweep([], tmp_path / "b", registry=REGISTRY, threads=0)
 
@@ -294,3 +296,71 @@ def test_configs_built_in_python_refuse_non_finite_floats():
                   lambda: LinearRegressionTask(label_noise=float("nan"))):
         with pytest.raises(ConfigError, match="finite|at most"):
             build()
+
+
+# ------------------------------------------------------------------ a thread count beyond the machine's cores
+def _never_set_threads(monkeypatch):
+    """Without the check, torch would be asked for the threads: 100 000 ends the process in a segmentation fault,
+    1000 on 2 cores runs for minutes. Reaching it fails the test instead."""
+    def reached(n):
+        raise AssertionError(f"torch.set_num_threads({n}) was reached: --threads was not refused")
+
+    monkeypatch.setattr(torch, "set_num_threads", reached)
+
+
+@pytest.mark.parametrize("threads", ["100000", "0", str((os.cpu_count() or 1) + 1)])
+@pytest.mark.parametrize("command", [["run", "single-layer"], ["sweep", "single-layer"], ["reproduce"],
+                                     ["compare", "--model", "model.py:build"]])
+def test_threads_beyond_the_cores_or_below_one_are_refused_at_once(tmp_path, monkeypatch, command, threads):
+    get_study("single-layer")  # the study's import is not what is timed
+    _never_set_threads(monkeypatch)
+    out = tmp_path / "out"
+    start = time.perf_counter()
+    code, text = _invoke([*command, "--out", str(out), "--threads", threads, "--no-progress"
+                          if command[0] != "compare" else "--no-figures"])
+    elapsed = time.perf_counter() - start
+    assert code == 2 and _one_error_line(text), text
+    if threads == "0":
+        assert "--threads must be a positive integer, got 0" in text
+    else:
+        assert f"--threads {threads} is more than this machine's {os.cpu_count()} logical cores" in text, text
+    assert elapsed < 1, elapsed
+    assert not out.exists()
+
+
+def test_the_library_refuses_threads_beyond_the_cores(tmp_path, monkeypatch):
+    from icl_gd.core.resources import check_threads, set_threads
+    from icl_gd.platform.sweep import run_sweep
+
+    _never_set_threads(monkeypatch)
+    cores = os.cpu_count() or 1
+    assert check_threads(cores) == cores and check_threads(None) is None
+    for call in (lambda: set_threads(cores + 1), lambda: run_sweep([], tmp_path / "s", registry=REGISTRY,
+                                                                    threads=cores + 1)):
+        with pytest.raises(ConfigError, match=f"more than this machine's {cores} logical cores"):
+            call()
+    assert not (tmp_path / "s").exists()
+
+
+# ------------------------------------------------------------------ a training that ends worse than predicting zero
+def test_a_diverged_training_is_flagged_in_metrics_and_on_the_console(tmp_path):
+    # input_range=1e5 is under the cap (1e6), yet the trained loss ends ~1e19 against the zero predictor's ~1e9:
+    # the run finishes, and says so (before: exit 0, no word, no flag).
+    out = tmp_path / "run"
+    code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY, "--no-figures", "--set",
+                          "input_range=1e5"])
+    assert code == 0, text
+    mean = json.loads((out / "metrics.json").read_text())["mean"]
+    assert mean["loss_trained"] > mean["loss_zero"]
+    assert mean["diverged"] == ["trained"]
+    notices = [line for line in text.splitlines() if line.startswith("icl-gd: notice: ")]
+    assert len(notices) == 1 and "trained (seed 0) diverged" in notices[0] and "zero predictor" in notices[0]
+    assert "Traceback" not in text
+
+
+def test_a_training_that_learns_is_not_flagged(tmp_path):
+    out = tmp_path / "run"
+    code, text = _invoke(["run", "single-layer", "--out", str(out), *TINY, "--no-figures"])
+    assert code == 0, text
+    mean = json.loads((out / "metrics.json").read_text())["mean"]
+    assert "diverged" not in mean and "diverged" not in text

@@ -13,18 +13,20 @@ are re-exported here for the studies.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
+from icl_gd.core.errors import ICLGDNotice
 from icl_gd.core.results import to_jsonable
 from icl_gd.core.shared import TABLES, Codec
 from icl_gd.regression.evaluation import EvalSet, Scored, score, scored_rows
 from icl_gd.regression.gd import GDPPParams
-from icl_gd.regression.metrics import Predictor
+from icl_gd.regression.metrics import Predictor, regression_loss
 from icl_gd.regression.ood import default_sweeps, evaluate_sweeps
 from icl_gd.core.progress import phased
 from icl_gd.core.timing import timed
@@ -81,6 +83,7 @@ class RegressionRun(StudyRun):
         self.references: dict[str, Scored] = {}
         self._aligned: list[str] = []
         self._curves: dict[str, str] = {}  # reference -> its label in curves.csv
+        self._diverged: dict[int, list[str]] = {}  # seed -> labels of its trainings that ended diverged
 
     # ------------------------------------------------------------------ data
     def tune_batch(self, dtype: torch.dtype = torch.float64) -> Any:
@@ -170,9 +173,35 @@ class RegressionRun(StudyRun):
                            fingerprint=fp, progress=self.ctx.progress, description=name)
             for state in states:
                 self.tables["curves"].extend(state.history)
+        self._check_divergence(label, models)
         return models
 
+    def _check_divergence(self, label: str, models: Mapping[int, nn.Module]) -> None:
+        """Flag each seed's trained model whose test loss is not finite or above the zero predictor's (the loss
+        of predicting nothing, which training starts near): a notice now, ``diverged`` in ``metrics.json``."""
+        zero = regression_loss(torch.zeros_like(self.test.targets), self.test.targets)
+        for seed, model in models.items():
+            with torch.no_grad():
+                loss = regression_loss(model(self.test.tokens), self.test.targets)
+            if not math.isfinite(loss) or loss > zero:
+                self._diverged.setdefault(seed, []).append(label)
+                warnings.warn(f"{label} (seed {seed}) diverged: its test loss {loss:.4g} is above the zero "
+                              f"predictor's {zero:.4g}; metrics.json lists it under 'diverged' (a smaller lr or "
+                              "input range may train)", ICLGDNotice, stacklevel=2)
+
     # ------------------------------------------------------------------ results
+    def finish(self, figures: Callable[[dict[str, Any]], Iterable[tuple[str, Any]]] | None = None,
+               reductions: Mapping[str, Callable[[list[float]], Any]] | None = None,
+               columns: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """``StudyRun.finish``; when a training diverged (``_check_divergence``), each seed's metrics and the mean
+        hold ``diverged``: the labels of the models that diverged (the mean: in any seed)."""
+        if self._diverged:
+            for seed in self.seeds:
+                self.record(seed, {"diverged": sorted(self._diverged.get(seed, []))})
+            every = sorted({label for labels in self._diverged.values() for label in labels})
+            reductions = {**(reductions or {}), "diverged": lambda _: every}
+        return super().finish(figures, reductions, columns)
+
     @phased("out-of-distribution sweeps")
     def add_ood(self, seed: int, predictors: Mapping[str, Predictor], n_tasks: int) -> None:
         """The out-of-distribution sweeps (``icl_gd.regression.ood``) of the concatenated-layout task, into ``ood.csv``."""
