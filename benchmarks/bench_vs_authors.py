@@ -4,9 +4,11 @@ a JAX python) in the authors' code, interleaved round by round, all pinned to on
     python benchmarks/bench_vs_authors.py [--rounds 5] [--steps 20] [--core 0]
         [--authors-dir .../transformers_learn_icl_by_gd --jax-python /tmp/jaxenv/bin/python]
 
-Set-ups: ``single`` (one LSA layer, batch 2048, the single-layer study), ``separate3`` (3 separate
-layers, multi-layer layers=3 recurrent=false: the 50 000-step set-up), ``tokens`` (separate-tokens --preset
-paper), ``sine`` (sine --preset paper: the trained model's step plus the baseline's step). icl-gd's models, task
+Set-ups (``--setups``, default all of ``benchmarks/_setups.py``): ``single`` (one LSA layer, batch 2048, the
+single-layer study), ``separate3`` (3 separate layers, multi-layer layers=3 recurrent=false: the 50 000-step
+set-up), ``separate5``, ``recurrent10``, ``tokens`` (separate-tokens --preset paper), ``sine`` (sine --preset
+paper: the trained model's step plus the baseline's step). The authors' side (``--authors-dir``) times those their
+code has (``AUTHORS_SETUPS``); the others show "-" in its column. icl-gd's models, task
 and settings are taken from the studies themselves (``benchmarks/_setups.py``). A step is sampling the batch,
 forward, backward, clipping and the optimiser, as each code base runs it. The plain eager loop (single and
 separate3 only) is the textbook LSA step written here on whole (B, N+1, D) tokens.
@@ -23,8 +25,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -63,19 +67,54 @@ def plain_eager_step_fn(n_layers: int, batch: int = 2048, d: int = 10, N: int = 
 AUTHORS_SETUPS = ("single", "separate3", "tokens", "sine")  # the set-ups docs/authors_check/bench_steps.py has
 
 
+def selected_setups(text: str, with_authors: bool) -> tuple[list[str], list[str]]:
+    """(the set-ups ``--setups`` names, those the authors' side times): every name must be one of ``SETUPS``
+    (ValueError naming the known ones); with ``--authors-dir``, the authors' side times those of ``AUTHORS_SETUPS``
+    and the others get "-" in its column."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SETUPS]
+    if not names or unknown:
+        raise ValueError(f"--setups {text!r}: {', '.join(unknown) or 'no set-up'} not among {', '.join(SETUPS)}")
+    return names, [name for name in names if with_authors and name in AUTHORS_SETUPS]
+
+
+def _read_reply(proc: subprocess.Popen, name: str, stderr: IO[str]) -> dict:
+    """The worker's next JSON line; a RuntimeError with its exit status and last error lines when it has none."""
+    line = proc.stdout.readline()
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError:
+        try:  # a worker that failed is ending: let it finish writing why
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        stderr.seek(0)
+        error = stderr.read().strip().splitlines()[-5:]
+        raise RuntimeError(f"the authors' worker for set-up {name!r} (docs/authors_check/bench_steps.py) gave "
+                           f"{line.strip()[:200]!r} instead of a JSON line (exit status {proc.returncode}): "
+                           + " | ".join(error)) from None
+
+
 def authors_worker(name: str, authors_dir: Path, jax_python: str) -> tuple[subprocess.Popen, object]:
-    """The authors' step for set-up ``name`` in a process of its own (``docs/authors_check/bench_steps.py``, XLA on
-    one thread, on this process's core): (the process, ``fn(n)`` -> {"cpu_s", "wall_s"} of ``n`` of their steps)."""
+    """The authors' step for set-up ``name`` (one of ``AUTHORS_SETUPS``) in a process of its own
+    (``docs/authors_check/bench_steps.py``, XLA on one thread, on this process's core): (the process, ``fn(n)`` ->
+    {"cpu_s", "wall_s"} of ``n`` of their steps)."""
+    if name not in AUTHORS_SETUPS:
+        raise ValueError(f"the authors' code has no set-up {name!r} (it has {', '.join(AUTHORS_SETUPS)})")
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    stderr = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty worker never blocks on a full pipe
     proc = subprocess.Popen([jax_python, str(ROOT / "docs/authors_check/bench_steps.py"), "--authors-dir",
                              str(authors_dir), "--setup", name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT / "docs/authors_check")
-    assert json.loads(proc.stdout.readline()).get("ready")
+                            stderr=stderr, text=True, env=env, cwd=ROOT / "docs/authors_check")
+    if not _read_reply(proc, name, stderr).get("ready"):
+        proc.kill()
+        raise RuntimeError(f"the authors' worker for set-up {name!r} did not say it was ready")
 
     def authors(n: int) -> dict:
         proc.stdin.write(f"{n}\n")
         proc.stdin.flush()
-        return json.loads(proc.stdout.readline())
+        return _read_reply(proc, name, stderr)
 
     return proc, authors
 
@@ -96,9 +135,12 @@ def main() -> None:
     parser.add_argument("--authors-dir", type=Path, help="transformers_learn_icl_by_gd of their repository")
     parser.add_argument("--jax-python", default=sys.executable, help="a python with jax, dm-haiku, optax, ...")
     args = parser.parse_args()
+    try:
+        names, with_authors = selected_setups(args.setups, args.authors_dir is not None)
+    except ValueError as error:
+        parser.error(str(error))
     os.sched_setaffinity(0, {args.core})
     torch.set_num_threads(1)
-    names = args.setups.split(",")
 
     contenders: dict[tuple[str, str], object] = {}
     workers: dict[str, subprocess.Popen] = {}
@@ -109,7 +151,7 @@ def main() -> None:
         if name in ("single", "separate3"):
             step = plain_eager_step_fn(1 if name == "single" else 3)
             contenders[(name, "plain eager")] = lambda n, s=step: [s() for _ in range(n)]
-        if args.authors_dir is not None:
+        if name in with_authors:
             workers[name], contenders[(name, "authors")] = authors_worker(name, args.authors_dir, args.jax_python)
     for fn in contenders.values():  # warm-up
         fn(2)
