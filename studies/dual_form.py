@@ -44,7 +44,9 @@ import numpy as np
 from icl_gd.core import stats
 from icl_gd.core.config import setting
 from icl_gd.core.results import write_json
+from icl_gd.core.metric_name import in_part
 from icl_gd.core.study import RunContext, Study, TrainingWork
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.analysis import TABLE1_SPLITS, Analysis, AnalysisConfig, analyse, table1_split
 from icl_gd.dual.classifier import TaskPairConfig
 from icl_gd.dual.settings import (LAYERS, SETTINGS, ClassifierTrainingConfig, require_settings, setting_work,
@@ -58,7 +60,7 @@ VOTE_COLUMNS = ("vote_agrees_with_prediction", "vote_agrees_with_label", "effect
 SPLIT_VOTE_COLUMNS = ("vote_agrees_with_label_correct", "vote_agrees_with_label_misclassified",
                       "vote_agrees_with_prediction_misclassified")
 VERIFY_COLUMNS = ("weight_max_abs_error", "weight_max_rel_error", "output_max_abs_error", "output_max_rel_error")
-HEADLINE = ("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label")
+HEADLINE = ("test_accuracy", names.VOTE_AGREES_WITH_PREDICTION, names.VOTE_AGREES_WITH_LABEL)
 # The vote by our score (+1 for the bias's augmented key) and by theirs (|x·q|): (name in table1.csv, metric prefix).
 TABLE1_SCORES = (("|k·q + 1|", "table1"), ("|k·q|", "table1_their_score"))
 
@@ -78,8 +80,8 @@ def table1_rows(setting: str, metrics: Mapping[str, float]) -> list[dict]:
 def headline(metrics: Mapping[str, float], settings: Sequence[str]) -> dict[str, float]:
     """The headline metrics of one seed from its ``<setting>.<metric>`` metrics: the first setting's accuracy and
     votes, and the largest verification error of any setting."""
-    out = {key: metrics[f"{settings[0]}.{key}"] for key in HEADLINE}
-    out["verify_max_rel_error"] = max(metrics[f"{s}.verify_max_rel_error"] for s in settings)
+    out = {key: metrics[in_part(settings[0], key)] for key in HEADLINE}
+    out[names.VERIFY_MAX_REL_ERROR] = max(metrics[in_part(s, names.VERIFY_MAX_REL_ERROR)] for s in settings)
     return out
 
 
@@ -216,4 +218,7 @@ STUDY = Study(
     headline=("test_accuracy", "vote_agrees_with_prediction", "vote_agrees_with_label", "verify_max_rel_error"),
     memory=run_memory,
     training_work=training_work,
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("dataset=digits", "second_task=permuted", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10",
+          "n_figure_queries=0"),
 )

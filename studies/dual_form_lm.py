@@ -41,6 +41,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.plotting import plt, save_figure
 from icl_gd.core.results import atomic_write_text, write_json
 from icl_gd.core.study import RunContext, Study
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.corpus import Corpus, CorpusConfig, require_length
 from icl_gd.dual.lm_analysis import (LayerAnalysis, LMAnalysisConfig, LMQueries, analyse_lm, layer_metrics,
                                      passage_entries)
@@ -147,10 +148,10 @@ def run_setup_seed(name: str, setup: LMSetup, corpus: Corpus, config: DualFormLM
             row = layer_metrics(a, queries, config.analysis.top_k)
             record.update({f"{a.name}.{k}": v for k, v in row.items()})
             rows.append({"setup": name, "layer": a.name, **row})
-        record.update({"verify_max_rel_error": max(a.verification.max_rel_error for a in layers),
+        record.update({names.VERIFY_MAX_REL_ERROR: max(a.verification.max_rel_error for a in layers),
                        **{k: float(np.mean([record[f"{a.name}.{k}"] for a in layers])) for k in LAYER_MEAN},
                        "prediction_accuracy_queries": float(np.mean(queries.pred == queries.target)),
-                       "top_key_next_word_match_chance": float(np.mean(next_word_share[queries.pred]))})
+                       names.TOP_KEY_NEXT_WORD_MATCH_CHANCE: float(np.mean(next_word_share[queries.pred]))})
         print(f"dual-form-lm {name} seed {seed}: perplexity {ppl_test:.1f} (test) vs unigram {unigram['test']:.1f}, "
               f"{trained.n_steps} steps in {trained.train_seconds:.0f} s")
         curves = [{**row, "model": f"lstm-{name}"} for row in trained.curves]
@@ -203,7 +204,8 @@ def run(config: DualFormLMConfig, ctx: RunContext) -> dict[str, float]:
     study_run = DualRun(ctx, config)
     documents = [run_setup(name, getattr(config, name), config, ctx, study_run) for name in config.setups]
     for seed in study_run.seeds:  # the construction check's number: the worst layer of every set-up
-        study_run.record(seed, {"verify_max_rel_error": study_run.worst(seed, "verify_max_rel_error", config.setups)})
+        study_run.record(seed, {names.VERIFY_MAX_REL_ERROR: study_run.worst(seed, names.VERIFY_MAX_REL_ERROR,
+                                                                           config.setups)})
     atomic_write_text(ctx.out / "passages.md", "\n".join(md for md, _ in documents))
     atomic_write_text(ctx.out / "passages.html", passages_page([body for _, body in documents]))
     worst = {f"{name}.verify_max_rel_error": max for name in config.setups}
@@ -309,4 +311,8 @@ STUDY = Study(
     memory=run_memory,
     training_work=lambda config: [lm_work(f"{name} LSTM", getattr(config, name).training,
                                           getattr(config, name).data.build()) for name in config.setups],
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("book.data.max_train_tokens=3000", "book.data.max_eval_tokens=2000", "wiki.data.max_train_tokens=3000",
+          "wiki.data.max_eval_tokens=2000", "book.training.steps=3", "wiki.training.steps=3", "n_queries=8",
+          "context=20", "n_passages=1"),
 )

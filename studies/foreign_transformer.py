@@ -19,6 +19,7 @@ import pandas as pd
 
 from icl_gd.core.config import check_settings, positive_int
 from icl_gd.core.study import RunContext, Study, TrainingWork
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.baselines import LeastSquaresPredictor
 from icl_gd.regression.compare import CompareConfig, compare, comparison_figure, tuned_references
 from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
@@ -122,8 +123,8 @@ def headline(frame: pd.DataFrame) -> dict[str, Any]:
         "cos_sensitivity_vs_least_squares": float(ls["cos_sensitivity"]),
         "cos_sensitivity_vs_gd_1": float(gd1["cos_sensitivity"]),
         "closest_gd_steps": int(gd["pred_diff"].idxmin()),
-        "pred_diff_ratio_least_squares_over_gd_1": float(ls["pred_diff"] / gd1["pred_diff"]),
-        "loss_ratio_trained_over_gd_1": float(ls["loss"] / gd1["loss_reference"]),
+        names.PRED_DIFF_RATIO_LS_OVER_GD1: float(ls["pred_diff"] / gd1["pred_diff"]),
+        names.LOSS_RATIO_TRAINED_OVER_GD1: float(ls["loss"] / gd1["loss_reference"]),
     }
     layers = frame[frame["layer"].notna()]
     for name, part in layers.groupby("reference", sort=False):
@@ -136,4 +137,9 @@ STUDY = Study("foreign-transformer", "beyond the papers: a GPT-style softmax tra
               "GD++, Newton and least squares", ForeignTransformerConfig, run, default_threads=1,
               resolved_training=RegressionConfig.train_config, training_work=training_work,
               headline=("loss_trained", "loss_least_squares", "loss_gd_1", "pred_diff_vs_least_squares",
-                        "pred_diff_vs_gd_1", "closest_gd_steps"))
+                        "pred_diff_vs_gd_1", "closest_gd_steps"),
+              # a run of seconds that writes every metric and table (the claims' tests); two ``steps`` keys
+              # (training's, the comparison's): each named in full
+              tiny=("training.steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6",
+                    "compare.steps=2", "newton_steps=2", "n_contexts=20", "n_queries=4", "gd_steps=1,2",
+                    "tuned_steps=2", "width=8", "layers=2"))

@@ -30,6 +30,7 @@ from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, InFloat64, Z
 from icl_gd.regression.conditioning import condition_per_step, gdpp_transformed_inputs
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.depth import DepthSweep, reference_depth_rows, trained_depth_rows
@@ -104,7 +105,7 @@ def run(config: MultiLayerConfig, ctx: RunContext) -> dict[str, Any]:
     # GD never moves the inputs: its line is the data's at every step.
     reference_cond = {"data (GD)": condition_per_step([x_test]) * (config.model.layers + 1),
                       "GD++ tuned": condition_per_step(gdpp_transformed_inputs(x_test, gdpp.gammas))}
-    common = {"loss_zero": run.score(ZeroPredictor(layout)).loss, "loss_gdpp_constructed": run.score(constructed).loss,
+    common = {names.loss("zero"): run.score(ZeroPredictor(layout)).loss, "loss_gdpp_constructed": run.score(constructed).loss,
               "loss_gd_per_step": per_step_losses(run, gd), "loss_gdpp_per_step": per_step_losses(run, gdpp),
               "gd_eta": _scalar_if(shared, gd.etas), "gdpp_eta": _scalar_if(shared, gdpp.etas),
               "gdpp_gamma": _scalar_if(shared, gdpp.gammas), **clipped_reference_losses(run, gd, gdpp),
@@ -185,7 +186,8 @@ def condition_metrics(name: str, summaries: list[dict[str, float]], scalar: bool
     """``cond_log10_{name}`` (mean over test tasks of log10 κ(X Xᵀ)) and ``cond_median_{name}`` after k = 0..K
     transforms (lists; one value with ``scalar``)."""
     logs, medians = [s["log10_mean"] for s in summaries], [s["median"] for s in summaries]
-    return {f"cond_log10_{name}": logs[0] if scalar else logs, f"cond_median_{name}": medians[0] if scalar else medians}
+    return {names.condition(name): logs[0] if scalar else logs,
+            names.condition_median(name): medians[0] if scalar else medians}
 
 
 def trained_states(run: RegressionRun, model: nn.Module) -> list[torch.Tensor]:
@@ -227,18 +229,18 @@ def seed_metrics(run: RegressionRun, seed: int, model: nn.Module, untrained: nn.
     states = trained_states(run, model)
     d_x = run.layout.d_x
     return {
-        "loss_trained": trained.loss,
-        "loss_gd": gd.loss,
-        "loss_gdpp": gdpp.loss,
+        names.loss("trained"): trained.loss,
+        names.loss("gd"): gd.loss,
+        names.loss("gdpp"): gdpp.loss,
         "loss_trained_per_layer": per_layer_losses(run, states),
-        "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
-        "loss_rel_gap_trained_vs_gdpp": relative_gap(trained.loss, gdpp.loss),
+        names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd.loss),
+        names.rel_gap("trained", "gdpp"): relative_gap(trained.loss, gdpp.loss),
         **adam_tuned_metrics(run, trained),
         **condition_metrics("trained", condition_per_step([s[:, :-1, :d_x].double() for s in states])),
-        **_suffixed(trained, gd, "_gd"),
-        **_suffixed(trained, gdpp, "_gdpp"),
-        **_suffixed(run.score(untrained), gdpp, "_gdpp", prefix="untrained_"),
-        **_suffixed(gd, gdpp, "_gdpp", prefix="gd_"),
+        **alignment_metrics("", trained, gd, suffix="_gd"),
+        **alignment_metrics("", trained, gdpp, suffix="_gdpp"),
+        **alignment_metrics(names.UNTRAINED, run.score(untrained), gdpp, suffix="_gdpp"),
+        **alignment_metrics("gd_", gd, gdpp, suffix="_gdpp"),
         **alignment_peak(run.tables["curves"], seed),
     }
 
@@ -249,9 +251,9 @@ def adam_tuned_metrics(run: RegressionRun, trained: Scored) -> dict[str, Any]:
     if "gdpp_adam" not in run.references:
         return {}
     reference = run.references["gdpp_adam"]
-    return {"loss_gdpp_adam": reference.loss,
-            "loss_rel_gap_trained_vs_gdpp_adam": relative_gap(trained.loss, reference.loss),
-            **_suffixed(trained, reference, "_gdpp_adam")}
+    return {names.loss("gdpp_adam"): reference.loss,
+            names.rel_gap("trained", "gdpp_adam"): relative_gap(trained.loss, reference.loss),
+            **alignment_metrics("", trained, reference, suffix="_gdpp_adam")}
 
 
 def read_off_metrics(run: RegressionRun, model: LSAModel, gd: GDPPParams, tune: Any) -> dict[str, Any]:
@@ -265,7 +267,7 @@ def read_off_metrics(run: RegressionRun, model: LSAModel, gd: GDPPParams, tune: 
     x = run.test_batch.x_context.double()
     out = {
         "trained_eta": _scalar_if(recurrent, [e for e, _ in read]),
-        "trained_gamma": _scalar_if(recurrent, [g for _, g in read]),
+        names.TRAINED_GAMMA: _scalar_if(recurrent, [g for _, g in read]),
         # GD++ run with the (η, γ) read off the trained layers: splits the gap to tuned GD++ into "which
         # (η, γ) training settled on" and "how far the rest of the weights are from a GD++ layer".
         "loss_gdpp_at_trained_params": run.score(GDPPPredictor(layout, read_off)).loss,
@@ -300,10 +302,6 @@ def alignment_peak(curves: list[dict[str, Any]], seed: int) -> dict[str, float]:
     step = max(vs_gd, key=lambda k: (vs_gd[k], -k))
     return {"cos_sensitivity_gd_peak": vs_gd[step], "cos_sensitivity_gd_peak_step": float(step),
             "cos_sensitivity_gdpp_at_gd_peak": vs_gdpp[step]}
-
-
-def _suffixed(scored: Scored, reference: Scored, suffix: str, prefix: str = "") -> dict[str, float]:
-    return {f"{prefix}{k}{suffix}": v for k, v in alignment_metrics("", scored, reference).items()}
 
 
 def _scalar_if(shared: bool, values) -> Any:
@@ -347,4 +345,6 @@ STUDY = Study(
                                             batched_seeds=config.batched_seeds),
     resolved_training=RegressionConfig.train_config,
     training_work=lambda config: concat_work(config, config.model.build),  # what ``run`` trains per seed
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32", "max_applications=3",
+          "gdpp_adam_steps=3"),
 )

@@ -26,6 +26,7 @@ from icl_gd.constructions.prop3 import prop3_model, score_gap
 from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
 from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.core.plotting import plt, sns
@@ -103,8 +104,8 @@ def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
     eta_1, eta_2 = tune_gd(*args, 1).etas, tune_gd(*args, 2, shared=False).etas
     gd1 = run.add_reference("gd", GDPredictor(layout, eta_1), curve="1 GD step")
     gd2 = run.add_reference("gd_2steps", GDPredictor(layout, eta_2), curve="2 GD steps")
-    common = {"loss_gd": gd1.loss, "loss_gd_2steps": gd2.loss, "lr_gd": eta_1[0], "lr_gd_2steps": list(eta_2),
-              "loss_zero": run.score(ZeroPredictor(layout)).loss}
+    common = {names.loss("gd"): gd1.loss, names.loss("gd_2steps"): gd2.loss, "lr_gd": eta_1[0],
+              "lr_gd_2steps": list(eta_2), names.loss("zero"): run.score(ZeroPredictor(layout)).loss}
     if isinstance(layout, SeparateLayout):  # Prop. 3 needs the label in a slot of its own: our layout, not theirs
         constructed = prop3_model(layout, eta_1[0], config.construction_beta, torch.float32).to(run.device)
         common.update({"loss_prop3_construction": run.score(constructed).loss,
@@ -121,7 +122,7 @@ def run(config: SeparateTokensConfig, ctx: RunContext) -> dict[str, Any]:
             first.setdefault(heads, (model, analysis))
             values = {**head_metrics(run, model, analysis), **authors_copy_metrics(model, run.test.tokens)}
             primary = values if heads == config.model.heads[0] else {}
-            run.record(seed, {**common, **primary, **{f"{k}_h{heads}": v for k, v in values.items()}})
+            run.record(seed, {**common, **primary, **{names.with_heads(k, heads): v for k, v in values.items()}})
             run.add_rows("copy_analysis", copy_rows(layout, analysis), seed=seed, heads=heads)
     return run.finish(lambda mean: figures(run, first, copy_tokens, common))
 
@@ -130,12 +131,12 @@ def head_metrics(run: RegressionRun, model: SeparateTokenModel, analysis: Any) -
     gd1, gd2 = run.references["gd"], run.references["gd_2steps"]
     trained, x_pos = run.score(model), run.layout.x_positions
     return {
-        "loss_trained": trained.loss,
-        "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd1.loss),
-        "loss_rel_gap_trained_vs_gd_2steps": relative_gap(trained.loss, gd2.loss),
-        **{f"copy_{name}": float(getattr(analysis, name)[x_pos].mean()) for name in COPY_COLUMNS},
+        names.loss("trained"): trained.loss,
+        names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd1.loss),
+        names.rel_gap("trained", "gd_2steps"): relative_gap(trained.loss, gd2.loss),
+        **{names.copy(name): float(getattr(analysis, name)[x_pos].mean()) for name in COPY_COLUMNS},
         **alignment_metrics("", trained, gd1),
-        **alignment_metrics("vs_gd_2steps_", trained, gd2),
+        **alignment_metrics(names.vs("gd_2steps"), trained, gd2),
     }
 
 
@@ -211,4 +212,6 @@ STUDY = Study(
     memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
     resolved_training=QuickRegressionConfig.train_config,
     training_work=training_work,
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_copy=16"),
 )

@@ -26,6 +26,7 @@ from icl_gd.constructions.prop2 import (TunedReadout, frozen_gd_baseline, prop2_
 from icl_gd.regression.baselines import ZeroPredictor
 from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import alignment_metrics, relative_prediction_rms
 from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
@@ -157,7 +158,7 @@ def run(config: SineConfig, ctx: RunContext) -> dict[str, Any]:
                                 training=baseline_training(config))
     for seed in run.seeds:
         metrics, predictors = seed_metrics(run, lsa_models[seed], baselines[seed], tune)
-        run.record(seed, {**metrics, "loss_zero": loss_zero})
+        run.record(seed, {**metrics, names.loss("zero"): loss_zero})
         run.add_rows("functions", predicted_functions(run, predictors), seed=seed)
     return run.finish(lambda mean: figures(run, loss_zero))
 
@@ -180,16 +181,16 @@ def run_tokens(run: RegressionRun, config: SineConfig, tune: tuple[torch.Tensor,
         tuned = set_frozen_eta(copy.deepcopy(baseline), N, eta)
         trained, frozen, retuned = run.score(model), run.score(baseline), run.score(tuned)
         run.record(seed, {
-            "loss_trained": trained.loss, "loss_meta_learned": frozen.loss,
-            "loss_meta_learned_tuned_eta": retuned.loss,
-            "loss_zero": loss_zero, "eta_meta_learned": m.baseline_eta, "eta_meta_tuned": eta,
-            "loss_rel_gap_trained_vs_meta": relative_gap(trained.loss, frozen.loss),
-            "loss_rel_gap_trained_vs_meta_tuned_eta": relative_gap(trained.loss, retuned.loss),
-            **alignment_metrics("vs_meta_", trained, frozen),
-            **alignment_metrics("vs_meta_tuned_", trained, retuned),
+            names.loss("trained"): trained.loss, names.loss("meta_learned"): frozen.loss,
+            names.loss("meta_learned_tuned_eta"): retuned.loss,
+            names.loss("zero"): loss_zero, "eta_meta_learned": m.baseline_eta, "eta_meta_tuned": eta,
+            names.rel_gap("trained", "meta"): relative_gap(trained.loss, frozen.loss),
+            names.rel_gap("trained", "meta_tuned_eta"): relative_gap(trained.loss, retuned.loss),
+            **alignment_metrics(names.vs("meta"), trained, frozen),
+            **alignment_metrics(names.vs("meta_tuned"), trained, retuned),
             # Fig. 4 (left): the learned function against the baselines', over the input range
-            "vs_meta_function_rel_rms": relative_prediction_rms(trained, frozen),
-            "vs_meta_tuned_function_rel_rms": relative_prediction_rms(trained, retuned)})
+            names.function_rel_rms(names.vs("meta")): relative_prediction_rms(trained, frozen),
+            names.function_rel_rms(names.vs("meta_tuned")): relative_prediction_rms(trained, retuned)})
         predictors = {f"{trained_label} (trained)": model, frozen_label: baseline,
                       f"{frozen_label.split(' (')[0]}, η re-tuned": tuned}
         run.add_rows("functions", predicted_functions(run, predictors), seed=seed)
@@ -212,22 +213,22 @@ def seed_metrics(run: RegressionRun, model: FeatureLSAModel, baseline: MetaLearn
     trained, meta_tuned = run.score(model), run.score(meta)
     own_scored, kernel_scored = run.score(own), run.score(own_kernel)
     out: dict[str, Any] = {
-        "loss_trained": trained.loss,
-        "loss_meta_learned": run.score(baseline).loss,
-        "loss_meta_learned_tuned_eta": meta_tuned.loss,
-        "loss_prop2_own_features": own_scored.loss,
-        "loss_prop2_trained_kernel": kernel_scored.loss,
-        "loss_rel_gap_trained_vs_meta": relative_gap(trained.loss, meta_tuned.loss),
+        names.loss("trained"): trained.loss,
+        names.loss("meta_learned"): run.score(baseline).loss,
+        names.loss("meta_learned_tuned_eta"): meta_tuned.loss,
+        names.loss("prop2_own_features"): own_scored.loss,
+        names.loss("prop2_trained_kernel"): kernel_scored.loss,
+        names.rel_gap("trained", "meta"): relative_gap(trained.loss, meta_tuned.loss),
         "eta_meta_learned": float(baseline.eta.detach()),
         "eta_meta_tuned": eta_meta,
         "eta_prop2_own_features": eta_own,
         "eta_prop2_trained_kernel": eta_kernel,
         "trained_kernel_negative_mass": lost,
         **alignment_metrics("", trained, kernel_scored),
-        **alignment_metrics("vs_prop2_own_", trained, own_scored),
-        **alignment_metrics("vs_meta_", trained, meta_tuned),
+        **alignment_metrics(names.vs("prop2_own"), trained, own_scored),
+        **alignment_metrics(names.vs("meta"), trained, meta_tuned),
         # Fig. 4 (left): the learned function (after the context) against the meta-learned MLP's, over the input range
-        "vs_meta_function_rel_rms": relative_prediction_rms(trained, meta_tuned),
+        names.function_rel_rms(names.vs("meta")): relative_prediction_rms(trained, meta_tuned),
     }
     predictors = {"mlp+lsa (trained)": model, "meta-learned mlp + 1 GD step": meta,
                   "prop2 on trained kernel": own_kernel}
@@ -321,4 +322,6 @@ STUDY = Study(
     memory=lambda config: regression_memory(config, d=1, heads=1),  # x is a scalar; one head
     resolved_training=QuickRegressionConfig.train_config,
     training_work=training_work,
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6"),
 )

@@ -22,6 +22,7 @@ from icl_gd.constructions.prop1 import gd_step_weights
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
 from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
                                      trained_depth_rows, unstable_task_rows)
@@ -87,8 +88,8 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
     untrained = {s: LSAModel(config.model.lsa_config(layout), seed=s).to(run.device) for s in run.seeds}
     models = run.train_seeds("trained", lambda seed: copy.deepcopy(untrained[seed]), evaluate,
                              batched=config.batched_seeds)
-    common = {"loss_zero": run.score(ZeroPredictor(layout)).loss,
-              "loss_least_squares": regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
+    common = {names.loss("zero"): run.score(ZeroPredictor(layout)).loss,
+              names.loss("least_squares"): regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
                                                     run.test.targets.double())}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
     iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
@@ -147,21 +148,21 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
     trained = run.score(model)
     eta_trained = [gdpp_params_from_weights(w, layout.d_x, layout.d_y, N)[0] for w in model.weights()]
     out: dict[str, Any] = {
-        "loss_trained": trained.loss,
-        "loss_gd": gd.loss,
+        names.loss("trained"): trained.loss,
+        names.loss("gd"): gd.loss,
         "lr_gd": etas[0] if len(set(etas)) == 1 else etas,
-        "loss_interpolated": run.score(interpolated).loss,
-        "loss_constructed": run.score(constructed).loss,
+        names.loss("interpolated"): run.score(interpolated).loss,
+        names.loss("constructed"): run.score(constructed).loss,
         "eta_trained": eta_trained[0] if len(eta_trained) == 1 else eta_trained,
-        "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
+        names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd.loss),
         **alignment_metrics("", trained, gd),
-        **alignment_metrics("untrained_", run.score(untrained), gd),
+        **alignment_metrics(names.UNTRAINED, run.score(untrained), gd),
     }
     for name in CONTROLS:
         control: Scored = run.references[name]
-        out[f"loss_{name}"] = control.loss
+        out[names.loss(name)] = control.loss
         out.update(alignment_metrics(f"{name}_", control, gd))  # controls against tuned GD
-        out.update(alignment_metrics(f"trained_vs_{name}_", trained, control))
+        out.update(alignment_metrics(names.trained_vs(name), trained, control))
     return out
 
 
@@ -235,4 +236,7 @@ STUDY = Study(
     resolved_training=RegressionConfig.train_config,
     training_work=lambda config: concat_work(  # what ``run`` trains per seed (``untrained``)
         config, lambda layout, seed: LSAModel(config.model.lsa_config(layout), seed=seed)),
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32", "max_applications=3",
+          "interpolation_points=3"),
 )

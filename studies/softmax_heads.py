@@ -13,6 +13,7 @@ from typing import Any
 
 from icl_gd.regression.baselines import GDPredictor, ZeroPredictor
 from icl_gd.core.config import setting
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
@@ -57,7 +58,8 @@ def run(config: SoftmaxHeadsConfig, ctx: RunContext) -> dict[str, Any]:
     tune = run.tune_batch()
     etas = tune_gd(tune.x_context, tune.y_context, tune.x_query, tune.y_query, 1).etas
     gd = run.add_reference("gd", GDPredictor(run.layout, etas), curve="1 GD step")
-    common = {"loss_gd": gd.loss, "lr_gd": etas[0], "loss_zero": run.score(ZeroPredictor(run.layout)).loss}
+    common = {names.loss("gd"): gd.loss, "lr_gd": etas[0],
+              names.loss("zero"): run.score(ZeroPredictor(run.layout)).loss}
     for heads in config.model.heads:
         label = f"softmax, {config.model.label(heads)}"
         models = run.train_seeds(f"heads{heads}", lambda seed: LSAModel(config.model.lsa_config(run.layout, heads),
@@ -65,9 +67,10 @@ def run(config: SoftmaxHeadsConfig, ctx: RunContext) -> dict[str, Any]:
                                  lambda m, step, seed: run.eval_rows(step, seed, label, m))
         for seed, model in models.items():
             trained = run.score(model)
-            values = {"loss_trained": trained.loss, "loss_rel_gap_trained_vs_gd": relative_gap(trained.loss, gd.loss),
+            values = {names.loss("trained"): trained.loss,
+                      names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd.loss),
                       **alignment_metrics("", trained, gd)}
-            run.record(seed, {**common, **{f"{k}_h{heads}": v for k, v in values.items()}})
+            run.record(seed, {**common, **{names.with_heads(k, heads): v for k, v in values.items()}})
     return run.finish(lambda mean: [
         ("loss_curves", loss_curves_figure(run.tables["curves"], {"zero predictor": common["loss_zero"]})),
         ("heads", heads_figure(run.per_seed, config.model.heads, {"1 GD step": gd.loss}, cosine=True))])
@@ -92,4 +95,6 @@ STUDY = Study(
     memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
     resolved_training=QuickRegressionConfig.train_config,
     training_work=training_work,
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6"),
 )

@@ -36,6 +36,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.progress import phase, tick
 from icl_gd.core.plotting import plt
 from icl_gd.core.study import RunContext, Study
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.attribution import (DATTRI_METHODS, DUAL_METHODS, DattriSettings, dattri_scores, dual_scores,
                                      random_scores, require_dattri)
 from icl_gd.dual.classifier import ClassificationTask
@@ -153,8 +154,8 @@ def seed_metrics(result: SeedResult) -> dict[str, float]:
         metrics[f"lds_{method}_low"], metrics[f"lds_{method}_high"] = spread.low, spread.high
     for method, k in dict.fromkeys((r["method"], r["k"]) for r in result.loo_rows):
         deltas = np.array([r["delta"] for r in result.loo_rows if r["method"] == method and r["k"] == k])
-        metrics[f"loo_move_{method}_k{k}"] = float(np.abs(deltas).mean())
-        metrics[f"loo_drop_{method}_k{k}"] = float(-deltas.mean())
+        metrics[names.loo_move(method, k)] = float(np.abs(deltas).mean())
+        metrics[names.loo_drop(method, k)] = float(-deltas.mean())
     return metrics
 
 
@@ -217,4 +218,7 @@ STUDY = Study(
     headline=("test_accuracy", "lds_contribution_sum", "lds_attention_sum", "lds_tracin", "lds_trak",
               "lds_influence", "lds_random", "loo_move_attention_sum_k40"),
     memory=run_memory,
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("train_examples=200", "hidden=8", "epochs=1", "n_queries=4", "subsets=4", "retrain_seeds=1",
+          "loo_queries=1", "loo_k=40", "methods="),
 )

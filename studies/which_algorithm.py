@@ -33,6 +33,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.core.progress import phased
 from icl_gd.core.study import RunContext, Study
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.algorithms import (AlgorithmRun, Probe, descent_step_size, errors_of, match_layers,
                                           probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.conditioning import ConditionedTaskConfig
@@ -117,11 +118,11 @@ def growth_summaries(metrics: dict[str, Any], K: int) -> dict[str, float | None]
     newton, gd = metrics.get("matched_steps_newton"), metrics.get("matched_steps_gd")
     pgd, margin = metrics.get("sim_errors_pgd"), metrics["sim_errors_margin_over_gdpp"]
     return {
-        "newton_largest_increment": (float(max(b - a for a, b in zip(newton, newton[1:])))
+        names.NEWTON_LARGEST_INCREMENT: (float(max(b - a for a, b in zip(newton, newton[1:])))
                                      if newton and K > 1 else None),
-        "gd_last_over_half": gd[-1] / gd[K // 2 - 1] if gd and K > 1 else None,
-        "sim_errors_margin_over_gdpp_from_layer4": min(margin[3:]) if K >= 4 else None,
-        "sim_errors_pgd_minus_gd_last": pgd[-1] - metrics["sim_errors_gd"][-1] if pgd and gd else None,
+        names.GD_LAST_OVER_HALF: gd[-1] / gd[K // 2 - 1] if gd and K > 1 else None,
+        names.SIM_ERRORS_MARGIN_FROM_LAYER4: min(margin[3:]) if K >= 4 else None,
+        names.SIM_ERRORS_PGD_MINUS_GD_LAST: pgd[-1] - metrics["sim_errors_gd"][-1] if pgd and gd else None,
     }
 
 
@@ -205,6 +206,9 @@ STUDY = Study("which-algorithm", "beyond the papers: GD, GD++, preconditioned GD
               WhichAlgorithmConfig, run, default_threads=1, resolved_training=RegressionConfig.train_config,
               training_work=lambda config: concat_work(config, config.model.build),
               memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
-                                                batched_seeds=config.model.block == "lsa"))
+                                                batched_seeds=config.model.block == "lsa"),
+              # a run of seconds that writes every metric and table (the claims' tests)
+              tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_contexts=20",
+                    "n_queries=10", "newton_steps=3", "gd_steps=1,2", "tuned_steps=2"))
 
 __all__ = ["STUDY", "WhichAlgorithmConfig", "compare_layers"]

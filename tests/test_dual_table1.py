@@ -115,13 +115,14 @@ def test_table1_metrics_split_per_task_only_for_several_tasks():
     preds = np.array([0, 1, 9, 3, 9, 5])
     votes = np.array([0, 7, 2, 3, 9, 5])
     task = np.array([0, 0, 0, 1, 1, 1])
-    one = table1_metrics("p", votes, preds, labels, task, [0])
-    assert set(one) == {f"p.{k}" for k in TABLE1_SPLITS}  # one task: no per-task keys
-    both = table1_metrics("p", votes, preds, labels, task, [0, 1])
-    assert both["p.correct"] == 0.75  # 3 of the 4 correct queries
-    assert both["p.correct.task0"] == 0.5 and both["p.correct.task1"] == 1.0
-    assert both["p.misclassified_target.task0"] == 1.0 and both["p.misclassified_output.task0"] == 0.0
-    assert both["p.misclassified_output.task1"] == 1.0 and both["p.misclassified_target.task1"] == 0.0
+    one = table1_metrics("hidden", votes, preds, labels, task, [0])
+    assert set(one) == {f"table1.hidden.{k}" for k in TABLE1_SPLITS}  # one task: no per-task keys
+    both = table1_metrics("hidden", votes, preds, labels, task, [0, 1])
+    assert both["table1.hidden.correct"] == 0.75  # 3 of the 4 correct queries
+    assert both["table1.hidden.correct.task0"] == 0.5 and both["table1.hidden.correct.task1"] == 1.0
+    key = "table1.hidden.{}.task{}".format
+    assert both[key("misclassified_target", 0)] == 1.0 and both[key("misclassified_output", 0)] == 0.0
+    assert both[key("misclassified_output", 1)] == 1.0 and both[key("misclassified_target", 1)] == 0.0
 
 
 def test_their_score_vote_sums_abs_k_dot_q_without_the_bias_offset_per_class(continual):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.metric_name import in_part
 from icl_gd.core.results import mean_over_seeds, write_csv, write_json, write_metrics
 from icl_gd.core.shared import SharedResults
 
@@ -116,6 +117,9 @@ class Study:
     # What a run trains per seed (``TrainingWork``), for the products floor of ``icl-gd reproduce --plan``; None:
     # the study has no FLOP model yet.
     training_work: Callable[[Any], Sequence[TrainingWork]] | None = None
+    # ``KEY=VALUE`` overrides that shrink any preset of the study to a run of seconds which still writes every
+    # metric and table (the claims' tests run each claim's plan so, to check it reads what the study writes).
+    tiny: tuple[str, ...] = ()
 
     def preset_names(self) -> list[str]:
         return [DEFAULT_PRESET, *self.presets]
@@ -275,8 +279,8 @@ class StudyRun:
     def record(self, seed: int, metrics: Mapping[str, Any], part: str | None = None) -> None:
         """Add per-seed metrics (``metrics.json`` ``seeds``; mean and std over seeds); those of one ``part`` of a
         run (a setting, a set-up) as ``<part>.<metric>``."""
-        prefix = "" if part is None else f"{part}."
-        self.per_seed.setdefault(seed, {}).update({f"{prefix}{key}": value for key, value in metrics.items()})
+        named = metrics if part is None else {in_part(part, key): value for key, value in metrics.items()}
+        self.per_seed.setdefault(seed, {}).update({str(key): value for key, value in named.items()})
 
     def add_rows(self, table: str, rows: Iterable[Mapping[str, Any]], **fixed: Any) -> None:
         """Append tidy rows to ``{table}.csv``, each prefixed with the ``fixed`` columns (e.g. ``seed=0``)."""

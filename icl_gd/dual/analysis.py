@@ -26,6 +26,8 @@ from threadpoolctl import threadpool_limits
 
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.core.errors import ConfigError
+from icl_gd.core.metric_name import in_part
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.classifier import ClassificationTask
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.layer import DualLayer, UnitBlock
@@ -163,8 +165,8 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
     reading = form.read(batch, {name: [spot[name], theirs[name]] for name in LAYERS}, VERIFY_QUERIES,
                         k=config.top_k, n_classes=n_classes, n_tasks=len(tasks), n_epochs=trained.n_epochs)
     verification = [reading.verification[name] for name in LAYERS]
-    metrics = {f"{name}.verify_max_rel_error": v.max_rel_error for name, v in zip(LAYERS, verification)}
-    metrics["verify_max_rel_error"] = max(v.max_rel_error for v in verification)
+    metrics = {in_part(name, names.VERIFY_MAX_REL_ERROR): v.max_rel_error for name, v in zip(LAYERS, verification)}
+    metrics[names.VERIFY_MAX_REL_ERROR] = max(v.max_rel_error for v in verification)
     class_attention, epoch_attention, votes = [], [], []
     shape = {"n_tasks": len(tasks), "n_classes": n_classes, "n_examples": sum(t.n_train for t in tasks)}
     spots = []
@@ -173,24 +175,24 @@ def _analyse(config: AnalysisConfig, trained: TrainedSetting, tasks: Sequence[Cl
         if len(figure):
             spots.append(spot[name].spotlight(config, **shape))
         votes.append(vote(s.attention_by_class))
-        metrics.update(table1_metrics(f"table1.{name}", votes[-1], pred, queries.y, queries.task,
+        metrics.update(table1_metrics(name, votes[-1], pred, queries.y, queries.task,
                                       [t.index for t in trained.tasks]))
-        metrics.update(table1_metrics(f"table1_their_score.{name}", vote(theirs[name].by_class()), pred, queries.y,
-                                      queries.task, [t.index for t in trained.tasks]))
+        metrics.update(table1_metrics(name, vote(theirs[name].by_class()), pred, queries.y,
+                                      queries.task, [t.index for t in trained.tasks], score="table1_their_score"))
         units = spot[name].units_per_task(len(tasks))
         if len(trained.tasks) > 1:
             metrics.update({f"{name}.{k}": v for k, v in attention_per_key(
                 s.attention_by_task, s.attention_total, units, [t.index for t in trained.tasks]).items()})
         agree_pred, agree_label = vote_agreement(s.attention_by_class, pred, queries.y)
-        metrics[f"{name}.vote_agrees_with_prediction"] = agree_pred
-        metrics[f"{name}.vote_agrees_with_label"] = agree_label
+        metrics[in_part(name, names.VOTE_AGREES_WITH_PREDICTION)] = agree_pred
+        metrics[in_part(name, names.VOTE_AGREES_WITH_LABEL)] = agree_label
         metrics[f"{name}.effective_keys"] = float(np.mean(s.effective_keys))
         metrics[f"{name}.n_keys"] = float(units.sum())
         metrics[f"{name}.attention_share_task1"] = float(np.mean(s.attention_by_task[:, 1] / s.attention_total))
         class_attention.append(s.attention_by_class / s.attention_total[:, None])
         epoch_attention.append(np.mean(s.attention_by_task_epoch / s.attention_total[:, None, None], axis=0))
-    for key in ("vote_agrees_with_prediction", "vote_agrees_with_label"):
-        metrics[key] = float(np.mean([metrics[f"{name}.{key}"] for name in LAYERS]))
+    for key in (names.VOTE_AGREES_WITH_PREDICTION, names.VOTE_AGREES_WITH_LABEL):
+        metrics[key] = float(np.mean([metrics[in_part(name, key)] for name in LAYERS]))
     correct = pred == queries.y
     metrics["table1.n_correct"], metrics["table1.n_misclassified"] = float(correct.sum()), float((~correct).sum())
     if trained.setting == "continual":
@@ -332,17 +334,17 @@ def table1_split(votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray)
             "misclassified_target": share(votes == labels, ~correct)}
 
 
-def table1_metrics(prefix: str, votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray, task: np.ndarray,
-                   task_ids: Sequence[int]) -> dict[str, float]:
-    """Their Table 1 for one layer's ``votes (nq,)`` as metrics ``{prefix}.{split}``, and, when the queries come from
-    several tasks, per task as ``{prefix}.{split}.task<t>`` (theirs is one task's queries: a joint model's vote
-    over both tasks' keys can differ between the tasks' queries)."""
-    out = {f"{prefix}.{key}": value for key, value in table1_split(votes, predictions, labels).items()}
+def table1_metrics(layer: str, votes: np.ndarray, predictions: np.ndarray, labels: np.ndarray, task: np.ndarray,
+                   task_ids: Sequence[int], score: str = "table1") -> dict[str, float]:
+    """Their Table 1 for one layer's ``votes (nq,)`` as metrics ``metric_names.table1(layer, split, score)``, and,
+    when the queries come from several tasks, per task as ``<that>.task<t>`` (theirs is one task's queries: a joint
+    model's vote over both tasks' keys can differ between the tasks' queries)."""
+    out = {names.table1(layer, key, score): value for key, value in table1_split(votes, predictions, labels).items()}
     if len(task_ids) > 1:
         for t in task_ids:
             mine = task == t
             split = table1_split(votes[mine], predictions[mine], labels[mine])
-            out.update({f"{prefix}.{key}.task{t}": value for key, value in split.items()})
+            out.update({f"{names.table1(layer, key, score)}.task{t}": value for key, value in split.items()})
     return out
 
 
@@ -390,5 +392,6 @@ def restricted_accuracies(trained: TrainedSetting, form: DualForm, stop: int, pr
     out = {}
     for name, chosen in [*((n, [n]) for n in LAYERS), ("all", LAYERS)]:
         with form.restricted(chosen, stop):
-            out.update({f"{prefix}.{name}.task{t.index}_accuracy": accuracy(trained.model, t) for t in trained.tasks})
+            out.update({names.restricted_accuracy(name, t.index, prefix): accuracy(trained.model, t)
+                        for t in trained.tasks})
     return out

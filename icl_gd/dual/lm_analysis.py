@@ -23,6 +23,7 @@ import torch
 
 from icl_gd.core.config import check_settings, positive_int
 from icl_gd.core.errors import ConfigError
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.corpus import Corpus
 from icl_gd.dual.lstm import OUTPUT, LSTMLanguageModel, layer_modules
 from icl_gd.dual.form import DualForm
@@ -215,18 +216,18 @@ def layer_metrics(a: LayerAnalysis, queries: LMQueries, top_k: int) -> dict[str,
     return {
         "verify_weight_rel_error": a.verification.weight_max_rel_error,
         "verify_output_rel_error": a.verification.output_max_rel_error,
-        "verify_max_rel_error": a.verification.max_rel_error,
+        names.VERIFY_MAX_REL_ERROR: a.verification.max_rel_error,
         "unexplained_share_max": a.verification.max_unexplained_share,  # the dual residual: > 0 under Adam
         "n_keys": float(s.n_keys),
         "attention_entropy": float(np.mean(s.entropy)),  # nats, of p_u = |a_u| / Σ|a|
         "effective_keys": float(np.mean(s.effective_keys)),
         "effective_keys_share": float(np.mean(s.effective_keys) / max(s.n_keys, 1)),
-        "top_key_next_word_match": float(np.mean(match)),
+        names.TOP_KEY_NEXT_WORD_MATCH: float(np.mean(match)),
         "top_contribution_next_word_match": float(np.mean(match_contribution)),
         "attention_share_last_epoch": float(np.mean(epoch_share[:, -1])),
         "attention_share_last_step_bin": float(np.mean(bin_share[:, -1])),
-        "removal_prob_drop_top": float(np.mean(a.drop_top)),
-        "removal_prob_drop_random": float(np.mean(a.drop_random)),
+        names.REMOVAL_PROB_DROP_TOP: float(np.mean(a.drop_top)),
+        names.REMOVAL_PROB_DROP_RANDOM: float(np.mean(a.drop_random)),
     }
 
 

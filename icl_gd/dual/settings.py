@@ -27,6 +27,7 @@ from icl_gd.core.config import check_settings, positive_int, require_positive, s
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.optim import make_optimizer, make_schedule, require_optimizer_keys
 from icl_gd.core.study import TrainingWork
+from icl_gd.dual import metric_names as names
 from icl_gd.dual.classifier import MLP, ClassificationTask, TaskPair, head_size
 from icl_gd.dual.form import DualForm
 from icl_gd.dual.recorder import DualRecorder, RecordedLayer
@@ -248,10 +249,10 @@ def train_setting(config: ClassifierTrainingConfig, setting: str, tasks: TaskPai
         n_epochs += train_phase(run, data, config, setting, generator, first_epoch=n_epochs, on_step=on_step,
                                 on_epoch=on_epoch, label=f"{setting}/seed {seed}")
         if setting == "continual" and phase == 0:
-            accuracies["task0_accuracy_after_task0"] = accuracy(model, tasks[0])
+            accuracies[names.task_accuracy_after_first_phase(0)] = accuracy(model, tasks[0])
     for t in used:
-        accuracies[f"task{t.index}_accuracy"] = accuracy(model, t)
-    accuracies["test_accuracy"] = float(np.mean([accuracies[f"task{t.index}_accuracy"] for t in used]))
+        accuracies[names.task_accuracy(t.index)] = accuracy(model, t)
+    accuracies["test_accuracy"] = float(np.mean([accuracies[names.task_accuracy(t.index)] for t in used]))
     recorder.close()
     return TrainedSetting(setting, model, used, n_epochs, tuple(phase_starts), recorder.step, store, accuracies,
                           curves)

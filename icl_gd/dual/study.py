@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from icl_gd.core.checkpoints import config_fingerprint
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
+from icl_gd.core.metric_name import in_part
 from icl_gd.core.study import RunContext, RunMemory, StudyRun
 
 T = TypeVar("T")
@@ -81,4 +82,4 @@ class DualRun(StudyRun):
 
     def worst(self, seed: int, metric: str, parts: Any) -> float:
         """The largest ``<part>.<metric>`` of ``seed`` over ``parts`` (e.g. the verification error)."""
-        return max(self.per_seed[seed][f"{part}.{metric}"] for part in parts)
+        return max(self.per_seed[seed][in_part(part, metric)] for part in parts)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from icl_gd.regression import metric_names as names
 from icl_gd.regression.metrics import Alignment, Predictor, alignment, predictions_and_sensitivities, regression_loss
 
 
@@ -50,11 +51,11 @@ def scored_rows(step: int, seed: int, model: str, scored: Scored, references: Ma
     return rows
 
 
-def alignment_metrics(prefix: str, scored: Scored, reference: Scored) -> dict[str, float]:
-    """{prefix}pred_diff, {prefix}cos_sensitivity, {prefix}sensitivity_diff."""
+def alignment_metrics(prefix: str, scored: Scored, reference: Scored, suffix: str = "") -> dict[str, float]:
+    """Every alignment measure of ``scored`` against ``reference`` (``metric_names.alignment``):
+    ``{prefix}pred_diff{suffix}``, ``{prefix}cos_sensitivity{suffix}``, ``{prefix}sensitivity_diff{suffix}``."""
     a = scored.alignment_with(reference)
-    return {f"{prefix}pred_diff": a.pred_diff, f"{prefix}cos_sensitivity": a.cos_sensitivity,
-            f"{prefix}sensitivity_diff": a.sensitivity_diff}
+    return {names.alignment(measure, prefix, suffix): getattr(a, measure) for measure in names.ALIGNMENT}
 
 
 def relative_prediction_rms(scored: Scored, reference: Scored) -> float:
