@@ -1,13 +1,17 @@
 """Every claim's statistic against what its study really writes: each distinct (study, preset, overrides) that a
-claim's full or --quick plan runs is run once at a tiny budget, and every claim computes its statistic from that run
-without MissingEvidence. A typo in a metric key, a renamed metric or a table a study stops writing fails here, not in
-a report hours later.
+claim's full or --quick plan runs is run once at the study's own tiny budget (``Study.tiny``), and every claim
+computes its statistic from that run without MissingEvidence. A typo in a metric key, a renamed metric or a table a
+study stops writing fails here, not in a report hours later. Beside it, every claim computes its statistic from the
+kept full-budget runs (docs/full-run): a metric name changed in its builder (so in the study and the claim at once)
+no longer reads the results kept under the old name, and fails here too.
 
-Plans that differ only in budget keys (steps, test-set sizes, ...) or in sizes that do not change which metrics a
-study writes (``n_context``, ``layers`` of a stack of the same kind) share one tiny run.
+Plans that differ only in keys the tiny budget sets, or in sizes that do not change which metrics a study writes
+(``n_context``, ``layers`` of a stack of the same kind), share one tiny run.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -16,38 +20,22 @@ from icl_gd.claims import ALL_CHECKS, Claim, SeedEvidence
 from icl_gd.claims.claim import VERIFY_STUDY, RunPlan
 from icl_gd.claims.evidence import MissingEvidence
 from icl_gd.core.results import read_json
+from icl_gd.studies import REGISTRY
 
-BUDGET = {"steps", "n_test", "n_tune", "eval_every", "n_ood", "epochs", "n_queries", "hidden", "key_dtype", "second_task",
-          "train_examples", "batch_size", "gdpp_adam_steps", "subsets", "retrain_seeds", "loo_queries", "tuned_steps"}
 SIZES = {"n_context", "layers", "train_tasks"}  # a fixed training set changes no metric key (test_vo_measurements)
-_REGRESSION = ("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6")
-TINY = {
-    "single-layer": (*_REGRESSION, "n_ood=32", "max_applications=3", "interpolation_points=3"),
-    "multi-layer": (*_REGRESSION, "n_ood=32", "max_applications=3", "gdpp_adam_steps=3"),
-    "sine": _REGRESSION,
-    "separate-tokens": (*_REGRESSION, "n_copy=16"),
-    "softmax-heads": _REGRESSION,
-    "which-algorithm": (*_REGRESSION, "n_contexts=20", "n_queries=10", "newton_steps=3", "gd_steps=1,2",
-                        "tuned_steps=2"),
-    "dual-form": ("dataset=digits", "second_task=permuted", "train_examples=200", "hidden=16", "epochs=1", "n_queries=10",
-                  "n_figure_queries=0"),
-    "dual-form-lm": (*(f"{s}.data.{k}" for s in ("book", "wiki") for k in ("max_train_tokens=3000", "max_eval_tokens=2000")),
-                     "book.training.steps=3", "wiki.training.steps=3", "n_queries=8", "context=20", "n_passages=1"),
-    # its config has two `steps` keys (training's, the comparison's): each named in full
-    "foreign-transformer": ("training.steps=12", *(o for o in _REGRESSION if not o.startswith("steps=")),
-                            "compare.steps=2", "newton_steps=2", "n_contexts=20", "n_queries=4", "gd_steps=1,2",
-                            "tuned_steps=2", "width=8", "layers=2"),
-    "spotlights": ("train_examples=200", "hidden=8", "epochs=1", "n_queries=4", "subsets=4", "retrain_seeds=1",
-                   "loo_queries=1", "loo_k=40", "methods="),
-}
+KEPT_RUNS = Path(__file__).resolve().parents[1] / "docs" / "full-run" / "runs"
 
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0].split(".")[-1]
 
 
+def _tiny_keys(study: str) -> set[str]:
+    return {_key(o) for o in REGISTRY.get(study).tiny}
+
+
 def _group(plan: RunPlan, quick: bool) -> tuple:
-    kept = tuple(o for o in plan.run_overrides(quick) if _key(o) not in BUDGET | SIZES)
+    kept = tuple(o for o in plan.run_overrides(quick) if _key(o) not in _tiny_keys(plan.study) | SIZES)
     return plan.study, plan.run_preset(quick), kept
 
 
@@ -66,6 +54,12 @@ def _groups() -> dict[tuple, tuple[RunPlan, bool, list[tuple[Claim, int]]]]:
 GROUPS = _groups()
 
 
+def test_every_study_declares_a_tiny_budget():
+    """A study without one would run a claim's plan at its full budget here (minutes to hours)."""
+    assert all(REGISTRY.get(name).tiny for name in REGISTRY.names()), \
+        [name for name in REGISTRY.names() if not REGISTRY.get(name).tiny]
+
+
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
     """group -> the tiny run's directory (or the reason it could not run here)."""
@@ -73,7 +67,8 @@ def tiny_runs(tmp_path_factory):
 
     out, runs = tmp_path_factory.mktemp("tiny"), {}
     for i, (group, (plan, quick, _)) in enumerate(GROUPS.items()):
-        overrides = [o for o in plan.run_overrides(quick) if _key(o) not in BUDGET] + list(TINY[plan.study])
+        tiny = REGISTRY.get(plan.study).tiny
+        overrides = [o for o in plan.run_overrides(quick) if _key(o) not in _tiny_keys(plan.study)] + list(tiny)
         try:
             runs[group] = run(plan.study, out / f"run{i}", preset=plan.run_preset(quick), overrides=overrides,
                               seeds=1, threads=1, figures=False).path  # figures: not what a statistic reads
@@ -103,10 +98,11 @@ def test_a_typo_in_a_metric_key_fails(tiny_runs):
     from dataclasses import replace
 
     from icl_gd.claims.statistics import metric
+    from icl_gd.regression import metric_names as names
 
     group = next(g for g in GROUPS if g[0] == "single-layer")
     claim = next(c for c, _ in GROUPS[group][2] if c.id == "vo-single-loss")
-    typo = replace(claim, statistic=metric("loss_rel_gap_trained_vs_gd_typo"))
+    typo = replace(claim, statistic=metric(names.rel_gap("trained", "gd_typo")))
     metrics = read_json(tiny_runs[group] / "metrics.json")["mean"]
     with pytest.raises(MissingEvidence):
         typo.statistic(SeedEvidence((metrics,), (tiny_runs[group],)))
@@ -124,3 +120,27 @@ def test_no_tiny_run_draws_a_figure(tiny_runs):
     if "dual-form-lm" not in ran:  # its plans run the book set-up: Debian's dict-devil, which pip cannot install
         reasons = sorted({run_dir for group, run_dir in tiny_runs.items() if group[0] == "dual-form-lm"})
         pytest.skip(f"dual-form-lm's guard is untested here: {'; '.join(reasons)}")
+
+
+def _kept_run(plan: RunPlan) -> Path:
+    """Seed 0's kept full-budget run of ``plan`` (named as ``reproduce`` names its runs)."""
+    from icl_gd.platform.sweep.plan import RunSpec
+
+    return KEPT_RUNS / RunSpec(plan.study, plan.preset, (*plan.overrides, "seed=0", "seeds=1")).run_id()
+
+
+@pytest.mark.parametrize("claim", [c for c in ALL_CHECKS if all(p.study != VERIFY_STUDY for p in c.runs)],
+                         ids=lambda c: c.id)
+def test_every_claim_reads_the_kept_results_by_their_names(claim):
+    """The kept runs were written under today's metric names: a claim that no longer reads them means a name was
+    changed in its builder (in the study and the claim at once), and the kept results, the authors' values and every
+    report reading them would silently lose it. Keep a written name byte-identical, or rerun what reads it."""
+    runs = [_kept_run(plan) for plan in claim.runs]
+    missing = [str(r) for r in runs if not (r / "metrics.json").is_file()]
+    if missing:
+        pytest.skip(f"no kept run: {', '.join(missing)}")
+    evidence = SeedEvidence(tuple(read_json(r / "metrics.json")["mean"] for r in runs), tuple(runs))
+    try:
+        claim.statistic(evidence)
+    except MissingEvidence as exc:
+        pytest.fail(f"{claim.id}: {exc}")

@@ -189,15 +189,15 @@ def test_a_null_metric_is_inconclusive(tmp_path):
     assert result.verdict is Verdict.INCONCLUSIVE
 
 
-def _toy(direction=Direction.BELOW, quick_decisive=True) -> Claim:
+def _toy(direction=Direction.BELOW, kind=Kind.PAPER) -> Claim:
     return _claim("toy", (RunPlan("single-layer", quick_overrides=("steps=10",)),), Metric("x"), 1.0, direction,
-                  quick_decisive=quick_decisive)
+                  kind=kind)
 
 
 def _claim(id: str, runs: tuple, statistic, threshold: float, direction: Direction, **extra) -> Claim:
-    return Claim(id=id, paper="paper", location="§1", kind=Kind.PAPER, quote="Toy.", statement="Toy.", runs=runs,
-                 statistic=statistic, measures="x", threshold=threshold, direction=direction,
-                 threshold_source="ours: a toy", **extra)
+    return Claim(**{"kind": Kind.PAPER, **extra}, id=id, paper="paper", location="§1", quote="Toy.", statement="Toy.",
+                 runs=runs, statistic=statistic, threshold=threshold, direction=direction,
+                 threshold_source="ours: a toy")
 
 
 def test_verdict_rule_interval_straddling_the_threshold_is_inconclusive():
@@ -243,11 +243,12 @@ def test_a_non_finite_seed_value_is_shown_per_seed_not_as_a_mean():
 
 
 def test_quick_budget_never_settles_a_claim_that_needs_the_full_budget():
-    verdict, note = decide(_toy(quick_decisive=False), [0.5, 0.5], quick=True)
+    verdict, note = decide(_toy(), [0.5, 0.5], quick=True)
     assert verdict is Verdict.INCONCLUSIVE and "would be holds" in note
-    assert decide(_toy(quick_decisive=True), [0.5, 0.5], quick=True)[0] is Verdict.HOLDS
+    # an identity of our code holds at any budget: a construction check is settled by --quick
+    assert decide(_toy(kind=Kind.CONSTRUCTION), [0.5, 0.5], quick=True)[0] is Verdict.HOLDS
     # a plan whose quick budget is its full budget settles the claim under --quick too
-    same = _claim("same", (RunPlan("dual-form-lm"),), Metric("x"), 1.0, Direction.BELOW, quick_decisive=False)
+    same = _claim("same", (RunPlan("dual-form-lm"),), Metric("x"), 1.0, Direction.BELOW)
     assert decide(same, [0.5], quick=True)[0] is Verdict.HOLDS
 
 
@@ -258,16 +259,33 @@ def test_claim_without_runs_or_with_infinite_threshold_is_rejected():
         _claim("bad", (RunPlan("x"),), Metric("x"), float("inf"), Direction.BELOW)
     with pytest.raises(ConfigError, match="threshold comes from"):
         Claim(id="bad", paper="p", location="s", kind=Kind.OURS, statement="S.", runs=(RunPlan("x"),),
-              statistic=Metric("x"), measures="x", threshold=1.0, direction=Direction.BELOW, threshold_source=" ")
+              statistic=Metric("x"), threshold=1.0, direction=Direction.BELOW, threshold_source=" ")
     with pytest.raises(TypeError):  # keywords only
-        Claim("bad", "p", "s", Kind.OURS, "S.", (RunPlan("x"),), Metric("x"), "x", 1.0, Direction.BELOW, "ours: x")
+        Claim("bad", "p", "s", Kind.OURS, "S.", (RunPlan("x"),), Metric("x"), 1.0, Direction.BELOW, "ours: x")
+
+
+def test_a_statistic_says_what_it_measures_in_the_notation_of_its_metric_names():
+    """``Claim.measures`` is the statistic's own description, built from the names it reads (a claim declares no
+    prose of it), so a statistic changed is a description changed."""
+    from icl_gd.claims.statistics import difference, ratio, rel_gap
+    from icl_gd.regression import metric_names as names
+
+    gap = rel_gap(names.loss("trained"), names.loss("gd"), absolute=True)
+    assert gap.measures == "|L_trained - L_GD| / L_GD"
+    assert Metric(names.rel_gap("trained", "gdpp")).measures == "(L_trained - L_GD++) / L_GD++"
+    cosine = names.alignment(names.COS_SENSITIVITY, suffix="_gdpp", compares="trained vs GD++")
+    assert cosine == "cos_sensitivity_gdpp" and cosine.symbol == "cosine of ∂ŷ/∂x_q, trained vs GD++"
+    assert difference(cosine, names.loss("gd")).measures == "(cosine of ∂ŷ/∂x_q, trained vs GD++) - L_GD"
+    assert ratio("a", "b", "c").measures == "a / min(b; c)"
+    claim = next(c for c in CLAIMS if c.id == "vo-single-loss")
+    assert claim.measures == claim.statistic.measures == "|(L_trained - L_GD) / L_GD|"
 
 
 def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypatch):
     import struct
     import zlib
 
-    from icl_gd.claims import report as report_module
+    from icl_gd.claims import summary as report_module
     from icl_gd.claims.authors import authors_values
 
     # the authors' code's records as the report reads them, pinned to separate tokens and sine (so vo-single-loss

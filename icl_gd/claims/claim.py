@@ -118,6 +118,9 @@ class Claim:
     otherwise): a variant is a sub-row of that claim, not counted on its own. ``margin`` is the equivalence margin
     of the comparison with the authors' code; ``training`` the test of a failed seed; ``reference`` a callable on one
     seed's evidence returning why the claim's reference degenerated ("" when it is valid).
+
+    What the statistic is (``measures``) is said by the statistic itself; whether a ``--quick`` verdict stands
+    (``settled_by_quick``) follows from the kind and the plans.
     """
 
     id: str
@@ -127,15 +130,11 @@ class Claim:
     statement: str
     runs: tuple[RunPlan, ...]
     statistic: Callable[[SeedEvidence], float]
-    measures: str  # what the statistic is, e.g. "|L_trained - L_GD| / L_GD"
     threshold: float
     direction: Direction
     threshold_source: str
     quote: str = ""
     follows: str = ""
-    # False when the --quick budget (fewer steps or seeds) cannot settle this claim: it is then reported as
-    # inconclusive with the measured value shown, never guessed.
-    quick_decisive: bool = True
     figures: tuple[str, ...] = ()  # paths inside the first plan's first run directory, shown in the report
     variant_of: str = ""
     margin: Margin | None = None
@@ -160,9 +159,16 @@ class Claim:
         return self.kind is Kind.CONSTRUCTION
 
     @property
+    def measures(self) -> str:
+        """What the statistic is, in its own words (e.g. "|L_trained - L_GD| / L_GD")."""
+        return getattr(self.statistic, "measures", "") or getattr(self.statistic, "__name__", repr(self.statistic))
+
+    @property
     def settled_by_quick(self) -> bool:
-        """Whether a --quick verdict stands: declared so, or every run plan's quick budget is its full one."""
-        return self.quick_decisive or all(plan.quick_is_full for plan in self.runs)
+        """Whether a --quick verdict stands: a construction check's (an identity holds at any budget), or a claim's
+        whose every run plan's quick budget is its full one. Any other claim is reported inconclusive under --quick,
+        its measured value shown, never guessed: fewer steps or seeds cannot settle it."""
+        return self.is_construction or all(plan.quick_is_full for plan in self.runs)
 
     def passes(self, value: float) -> bool:
         return value < self.threshold if self.direction is Direction.BELOW else value > self.threshold

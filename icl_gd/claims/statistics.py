@@ -1,5 +1,6 @@
 """A claim's per-seed statistics: small frozen dataclasses (not closures), so a report, a test or a reader can see
-what each one reads from a seed's runs (``SeedEvidence``: ``metrics.json`` means and run directories)."""
+what each one reads from a seed's runs (``SeedEvidence``: ``metrics.json`` means and run directories). Each says
+what it computes (``measures``), in the notation of the metric names it reads (``MetricName.symbol``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,16 @@ from typing import ClassVar
 
 from icl_gd.claims.formatting import format_value
 from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
+from icl_gd.core.metric_name import symbol_of
+from icl_gd.regression.metric_names import model_symbol
 
-# Statistics are small frozen dataclasses (not closures) so a report, a test or a reader can see what they read.
+
+def _term(name: str) -> str:
+    """A metric's symbol as one term of a formula: bracketed when it is words or a formula itself."""
+    symbol = symbol_of(name)
+    return f"({symbol})" if " " in symbol and not symbol.startswith("(") else symbol
+
+
 @dataclass(frozen=True)
 class Metric:
     """Metric ``key`` of plan ``plan`` (its absolute value when ``absolute``)."""
@@ -21,6 +30,10 @@ class Metric:
     key: str
     plan: int = 0
     absolute: bool = False
+
+    @property
+    def measures(self) -> str:
+        return f"|{_term(self.key)}|" if self.absolute else symbol_of(self.key)
 
     def __call__(self, evidence: SeedEvidence) -> float:
         value = evidence.value(self.key, self.plan)
@@ -35,6 +48,12 @@ class Ratio:
     numerator: str
     denominators: tuple[str, ...]
     plan: int = 0
+
+    @property
+    def measures(self) -> str:
+        below = (_term(self.denominators[0]) if len(self.denominators) == 1 else
+                 f"min({'; '.join(symbol_of(k) for k in self.denominators)})")
+        return f"{_term(self.numerator)} / {below}"
 
     def __call__(self, evidence: SeedEvidence) -> float:
         below = min(evidence.value(k, self.plan) for k in self.denominators)
@@ -51,6 +70,10 @@ class Difference:
     second: str
     plan: int = 0
 
+    @property
+    def measures(self) -> str:
+        return f"{_term(self.first)} - {_term(self.second)}"
+
     def __call__(self, evidence: SeedEvidence) -> float:
         return evidence.value(self.first, self.plan) - evidence.value(self.second, self.plan)
 
@@ -62,6 +85,10 @@ class Least:
 
     parts: tuple[Callable[[SeedEvidence], float], ...]
 
+    @property
+    def measures(self) -> str:
+        return "smallest of: " + "; ".join(getattr(part, "measures", repr(part)) for part in self.parts)
+
     def __call__(self, evidence: SeedEvidence) -> float:
         return min(part(evidence) for part in self.parts)
 
@@ -72,6 +99,12 @@ class WorstIdentity:
     ``prefix`` (< 1 means every one of them holds within its tolerance)."""
 
     prefix: str
+    tolerance: str = ""  # the identities' tolerance, in words (shown when given)
+
+    @property
+    def measures(self) -> str:
+        shown = f" ({self.tolerance})" if self.tolerance else ""
+        return f"max relative error / tolerance{shown} over the float64 identities {self.prefix}…"
 
     def __call__(self, evidence: SeedEvidence) -> float:
         checks = {k: v for k, v in evidence.metrics[0].items() if k.startswith(self.prefix)}
@@ -96,8 +129,8 @@ def least(*parts: Callable[[SeedEvidence], float]) -> Least:
     return Least(parts)
 
 
-def worst_identity(prefix: str) -> WorstIdentity:
-    return WorstIdentity(prefix)
+def worst_identity(prefix: str, tolerance: str = "") -> WorstIdentity:
+    return WorstIdentity(prefix, tolerance)
 
 
 @dataclass(frozen=True)
@@ -108,6 +141,11 @@ class RelGap:
     second: str
     absolute: bool = False
     plan: int = 0
+
+    @property
+    def measures(self) -> str:
+        a, b = _term(self.first), _term(self.second)
+        return f"|{a} - {b}| / {b}" if self.absolute else f"({a} - {b}) / {b}"
 
     def __call__(self, evidence: SeedEvidence) -> float:
         reference = evidence.value(self.second, self.plan)
@@ -134,6 +172,11 @@ class OodGap:
     sweeps: tuple[str, ...] = ("input_scale", "weight_scale")
     plan: int = 0
 
+    @property
+    def measures(self) -> str:
+        ref, sweeps = model_symbol(self.reference), " and ".join(s.replace("_", " ") for s in self.sweeps)
+        return f"largest |L_trained - L_{ref}| / L_{ref} over the {sweeps} sweep{'s' if len(self.sweeps) > 1 else ''}"
+
     def __call__(self, evidence: SeedEvidence) -> float:
         losses: dict[tuple[str, str], dict[str, float]] = {}
         for row in _table(evidence, "ood.csv", self.plan):
@@ -144,6 +187,9 @@ class OodGap:
         if not gaps:
             raise MissingEvidence(f"ood.csv has no trained/{self.reference} rows for {', '.join(self.sweeps)}")
         return max(gaps)
+
+
+_COLUMNS = {"loss": "mean loss over the test tasks", "median_loss": "median loss over the test tasks"}
 
 
 def _depth_curves(evidence: SeedEvidence, damping: float, plan: int, column: str = "loss",
@@ -174,6 +220,12 @@ class RolloutGap:
     plan: int = 0
     column: str = "loss"
 
+    @property
+    def measures(self) -> str:
+        ref = model_symbol(self.reference)
+        return (f"largest |L_trained(n) - L_{ref}(n)| / L_{ref}(n) over n applications at λ = {self.damping:g} "
+                f"({_COLUMNS[self.column]})")
+
     def of(self, curves: dict[str, list[float]]) -> float:
         """The statistic of one test draw's curves (model -> loss after n = 1, 2, ...)."""
         if not {"trained", self.reference} <= set(curves):
@@ -196,6 +248,12 @@ class RolloutRise:
     models: tuple[str, ...] = ("trained", "gd")
     plan: int = 0
     column: str = "loss"
+
+    @property
+    def measures(self) -> str:
+        models = " and ".join(model_symbol(m) for m in self.models)
+        return (f"largest (L(n+1) - L(n)) / L(n) over n and {models} at λ = {self.damping:g} "
+                f"({_COLUMNS[self.column]})")
 
     def of(self, curves: dict[str, list[float]]) -> float:
         """The statistic of one test draw's curves (model -> loss after n = 1, 2, ...)."""
@@ -234,6 +292,10 @@ class OverDraws:
     rule: ClassVar[str] = ("ours: a seed's value is the median over its independent test draws of the paper's "
                            "size (draw 0 the run's test set): the statistic on one draw of 10 000 tasks is decided by "
                            "whether that draw holds a task beyond GD's stability bound 2N/(λη)")
+
+    @property
+    def measures(self) -> str:
+        return f"{self.statistic.measures} on each independent test draw, a seed's value its median ({self.rule})"
 
     def per_draw(self, evidence: SeedEvidence) -> list[float]:
         s = self.statistic
@@ -288,6 +350,11 @@ class WorstDeviation:
 
     key: str
     expected: tuple[float, ...]
+
+    @property
+    def measures(self) -> str:
+        expected = ", ".join(f"{e:g}" for e in self.expected)
+        return f"largest |{_term(self.key)} - expected| / expected over the plans (expected {expected} in turn)"
 
     def __call__(self, evidence: SeedEvidence) -> float:
         if len(evidence.metrics) < len(self.expected):

@@ -4,7 +4,7 @@
 Each claim names its place in the paper (von Oswald et al.: arXiv 2212.07677v2, 31 May 2023), quotes the sentence it
 tests, and says where its threshold comes from: a number the paper gives, or a stated rule of ours (``_RULES``),
 fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets are cheaper runs of the same studies
-that cannot settle an empirical claim (``quick_decisive=False``): they show the value, never a verdict.
+that cannot settle an empirical claim (``Claim.settled_by_quick``): they show the value, never a verdict.
 """
 
 from icl_gd.claims.claim import VERIFY_STUDY, Claim
@@ -13,10 +13,12 @@ from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
 from icl_gd.claims.registry.checks import CONSTRUCTION_CHECKS
 from icl_gd.claims.registry.irie import IRIE_CLAIMS
-from icl_gd.claims.registry.von_oswald import VON_OSWALD_CLAIMS
+from icl_gd.claims.registry.von_oswald_models import DEEPER_CLAIMS
+from icl_gd.claims.registry.von_oswald_one_layer import ONE_LAYER_CLAIMS
 
 __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
 
+VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS
 CLAIMS: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
                              + BEYOND_FOREIGN_CLAIMS)
 

@@ -5,8 +5,10 @@ abstracts: no full text of either is stored here) and is marked as beyond the pa
 
 from __future__ import annotations
 
-from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.claim import Claim, Kind, RunPlan
+from icl_gd.claims.registry.rules import above, below, claims_of
 from icl_gd.claims.statistics import metric
+from icl_gd.regression import metric_names as names
 
 FU = "Fu, Chen, Jia & Sharan 2023"
 AHN = "Ahn, Cheng, Daneshmand & Sra 2023"
@@ -15,6 +17,7 @@ _AHN_ABSTRACT = "abstract (NeurIPS 2023); §4 (L attention layers)"
 _FOLLOWS = ("their eval_similarity.py (matched step = argmax of the mean error cosine over a grid); ours differs: "
             "errors over 20 query points per context instead of a prompt's positions, GD at the fixed step 1/L, "
             "8-layer LSA stacks trained briefly instead of a 12-layer GPT-2")
+claim = claims_of(paper=FU, kind=Kind.BEYOND, follows=_FOLLOWS)
 
 # ---------------------------------------------------------------------------------------------------- run plans
 # The full plans train at the authors' recurrent budget (5000 steps of 2048 tasks), not the study's short default
@@ -41,45 +44,47 @@ _NEWTON_THRESHOLD = ("ours: Fu et al.'s 'each middle layer roughly computing 3 i
 
 
 def _newton_linear(id: str, plan: RunPlan, setting: str) -> Claim:
-    return Claim(id=id, paper=FU, location=_FU_ABSTRACT, kind=Kind.BEYOND, quote=_NEWTON_QUOTE, follows=_FOLLOWS,
+    return claim(id=id, location=_FU_ABSTRACT, quote=_NEWTON_QUOTE,
                  statement=f"{setting}: the Iterative Newton step count matched to layer k grows at most linearly, "
-                           "by at most 3 iterations per layer.", runs=(plan,),
-                 statistic=metric("newton_largest_increment"),
-                 measures="largest increase of the matched Newton iterations from one layer to the next",
-                 threshold=3.5, direction=Direction.BELOW, threshold_source=_NEWTON_THRESHOLD, quick_decisive=False,
+                           "by at most 3 iterations per layer.",
+                 runs=(plan,), statistic=metric(names.NEWTON_LARGEST_INCREMENT), rule=below(3.5, _NEWTON_THRESHOLD),
                  figures=("figures/matched_steps.png",))
 
 
 BEYOND_ALGORITHM_CLAIMS: tuple[Claim, ...] = (
     _newton_linear("fu-newton-linear", WHICH_ALGORITHM, "8 tied LSA layers"),
-    Claim(id="fu-gd-faster", paper=FU, location=_FU_ABSTRACT, kind=Kind.BEYOND, follows=_FOLLOWS,
+    claim(id="fu-gd-faster",
+          location=_FU_ABSTRACT,
           quote="exponentially more Gradient Descent steps are needed to match an additional Transformers layer",
           statement="8 tied LSA layers: the GD step count (fixed 1/L step) matched to layer 8 is more than twice the "
-                    "one matched to layer 4 (faster than linear growth).", runs=(WHICH_ALGORITHM,),
-          statistic=metric("gd_last_over_half"),
-          measures="matched GD steps at layer 8 / at layer 4", threshold=2.0, direction=Direction.ABOVE,
-          threshold_source="ours: steps growing linearly from the origin double from layer 4 to layer 8; more than "
-                           "2 is faster than linear (Fu et al. give no number for 'exponentially more')",
-          quick_decisive=False, figures=("figures/matched_steps.png",)),
-    Claim(id="beyond-closer-than-gdpp", paper=FU, kind=Kind.BEYOND,
+                    "one matched to layer 4 (faster than linear growth).",
+          runs=(WHICH_ALGORITHM,),
+          statistic=metric(names.GD_LAST_OVER_HALF),
+          rule=above(2.0, "ours: steps growing linearly from the origin double from layer 4 to layer 8; more than "
+                          "2 is faster than linear (Fu et al. give no number for 'exponentially more')"),
+          figures=("figures/matched_steps.png",)),
+    claim(id="beyond-closer-than-gdpp",
           location="not in either paper: ours, with Fu et al.'s similarity of errors",
           statement="8 tied LSA layers: at every layer k ≥ 4 the trained model's errors are more similar to the "
                     "best-matched of Newton, GD and preconditioned GD than to GD++ (each at its own best match).",
+          follows="",
           runs=(WHICH_ALGORITHM,),
-          statistic=metric("sim_errors_margin_over_gdpp_from_layer4"),
-          measures="smallest over layers 4..8 of SimE(best of Newton / GD / preconditioned GD) - SimE(GD++)",
-          threshold=0.0, direction=Direction.ABOVE, threshold_source="ours: a direction only, so 0",
-          quick_decisive=False, figures=("figures/loss_per_layer.png",)),
+          statistic=metric(names.SIM_ERRORS_MARGIN_FROM_LAYER4),
+          rule=above(0.0, "ours: a direction only, so 0"),
+          figures=("figures/loss_per_layer.png",)),
     _newton_linear("fu-newton-linear-separate", WHICH_ALGORITHM_SEPARATE, "8 separate LSA layers"),
     _newton_linear("fu-newton-linear-ill", WHICH_ALGORITHM_ILL, "8 tied LSA layers, inputs of condition number 20"),
-    Claim(id="ahn-preconditioned-ill", paper=AHN, location=_AHN_ABSTRACT, kind=Kind.BEYOND,
+    claim(id="ahn-preconditioned-ill",
+          paper=AHN,
+          location=_AHN_ABSTRACT,
           quote="For a transformer with L attention layers, we prove certain critical points of the training "
                 "objective implement L iterations of preconditioned gradient descent.",
           statement="8 tied LSA layers, inputs of condition number 20: the last layer's errors are more similar to "
-                    "preconditioned GD's than to GD's (each at its own best match).", runs=(WHICH_ALGORITHM_ILL,),
-          statistic=metric("sim_errors_pgd_minus_gd_last"),
-          measures="SimE(preconditioned GD) - SimE(GD) at the last layer", threshold=0.0,
-          direction=Direction.ABOVE, threshold_source="ours: a direction only, so 0 (Ahn et al. prove a critical "
-                                                      "point, they give no similarity)",
-          quick_decisive=False, figures=("figures/matched_steps.png",)),
+                    "preconditioned GD's than to GD's (each at its own best match).",
+          follows="",
+          runs=(WHICH_ALGORITHM_ILL,),
+          statistic=metric(names.SIM_ERRORS_PGD_MINUS_GD_LAST),
+          rule=above(0.0, "ours: a direction only, so 0 (Ahn et al. prove a critical "
+                          "point, they give no similarity)"),
+          figures=("figures/matched_steps.png",)),
 )

@@ -6,14 +6,17 @@ source's abstract (no full text of either is stored here) and is marked as beyon
 
 from __future__ import annotations
 
-from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
+from icl_gd.claims.claim import Claim, Kind, RunPlan
+from icl_gd.claims.registry.rules import below, claims_of
 from icl_gd.claims.statistics import metric
+from icl_gd.regression import metric_names as names
 
 GARG = "Garg, Tsipras, Liang & Valiant 2022"
 AKYUREK = "Akyürek, Schuurmans, Andreas, Ma & Zhou 2023"
 _FOLLOWS = ("Garg et al.'s layout (interleaved x and y tokens, learned positions, a causal GPT-2-style model) and "
             "objective (every prefix's squared error), curriculum-free; ours differs: a 3-block width-32 model, "
             "d = 3, N = 8, 20 000 steps of 128 tasks instead of their 12-layer model, d = 20 and 500 000 steps")
+claim = claims_of(kind=Kind.BEYOND, follows=_FOLLOWS)
 
 # Full budget: 20 000 steps (the default's 4000 leave the model between the initial plateau and one GD step's loss);
 # estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick
@@ -22,27 +25,27 @@ FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), se
                   quick_overrides=("training.steps=4000",), quick_estimate_s=99)
 
 BEYOND_FOREIGN_CLAIMS: tuple[Claim, ...] = (
-    Claim(id="garg-closer-to-least-squares", paper=GARG, location="abstract (arXiv 2208.01066)", kind=Kind.BEYOND,
+    claim(id="garg-closer-to-least-squares",
+          paper=GARG,
+          location="abstract (arXiv 2208.01066)",
           quote="the trained model is able to learn unseen linear functions from in-context examples with "
                 "performance comparable to the optimal least squares estimator",
-          follows=_FOLLOWS,
           statement="A GPT-style softmax transformer on interleaved tokens (N ≥ d, noiseless): its predictions are "
-                    "closer to least squares' than to one tuned GD step's.", runs=(FOREIGN,),
-          statistic=metric("pred_diff_ratio_least_squares_over_gd_1"),
-          measures="mean |ŷ - ŷ_least squares| / mean |ŷ - ŷ_GD (1 tuned step)| on the test tasks",
-          threshold=1.0, direction=Direction.BELOW,
-          threshold_source="ours: a direction only (closer to one than to the other), so 1",
-          quick_decisive=False, figures=("figures/comparison.png",)),
-    Claim(id="akyurek-beats-one-gd-step", paper=AKYUREK, location="abstract (ICLR 2023, arXiv 2211.15661)",
-          kind=Kind.BEYOND,
+                    "closer to least squares' than to one tuned GD step's.",
+          runs=(FOREIGN,),
+          statistic=metric(names.PRED_DIFF_RATIO_LS_OVER_GD1),
+          rule=below(1.0, "ours: a direction only (closer to one than to the other), so 1"),
+          figures=("figures/comparison.png",)),
+    claim(id="akyurek-beats-one-gd-step",
+          paper=AKYUREK,
+          location="abstract (ICLR 2023, arXiv 2211.15661)",
           quote="trained in-context learners closely match the predictors computed by gradient descent, ridge "
                 "regression, and exact least-squares regression",
-          follows=_FOLLOWS,
           statement="A GPT-style softmax transformer on interleaved tokens (N ≥ d, noiseless): its test loss is "
-                    "below that of one GD step with the step size tuned on held-out tasks.", runs=(FOREIGN,),
-          statistic=metric("loss_ratio_trained_over_gd_1"),
-          measures="L_trained / L_GD (1 tuned step) on the test tasks", threshold=1.0, direction=Direction.BELOW,
-          threshold_source="ours: at N ≥ d least squares has loss 0, so a learner approaching it beats any single "
-                           "GD step; 1 is the direction only",
-          quick_decisive=False, figures=("figures/comparison.png",)),
+                    "below that of one GD step with the step size tuned on held-out tasks.",
+          runs=(FOREIGN,),
+          statistic=metric(names.LOSS_RATIO_TRAINED_OVER_GD1),
+          rule=below(1.0, "ours: at N ≥ d least squares has loss 0, so a learner approaching it beats any single "
+                          "GD step; 1 is the direction only"),
+          figures=("figures/comparison.png",)),
 )

@@ -3,9 +3,13 @@ leave-k-out) and against attribution methods. Each claim is marked as ours, beyo
 
 from __future__ import annotations
 
-from icl_gd.claims.claim import Claim, Direction, Kind, RunPlan
-from icl_gd.claims.statistics import Ratio
+from icl_gd.claims.claim import Claim, Kind, RunPlan
 from icl_gd.claims.departures import IRIE
+from icl_gd.claims.registry.rules import above, claims_of
+from icl_gd.claims.statistics import ratio
+from icl_gd.dual import metric_names as names
+
+claim = claims_of(paper=IRIE, kind=Kind.BEYOND)
 
 # One seed of the default study (digits MLP, 50 queries, 50 half-size subsets x 3 retraining seeds, leave-k-out for
 # 6 queries x 6 methods x k in 10, 40, 160 x 3 seeds) took about 120 s of CPU (355 s for 3 seeds, 2559 s wall at
@@ -16,17 +20,14 @@ SPOTLIGHTS = RunPlan("spotlights", seeds=10, quick_seeds=2, estimate_s=36,
                      quick_estimate_s=34)
 
 BEYOND_SPOTLIGHT_CLAIMS: tuple[Claim, ...] = (
-    Claim(id="beyond-spotlights-move", paper=IRIE, kind=Kind.BEYOND,
+    claim(id="beyond-spotlights-move",
           location="not in the paper: ours, a test of their reading of the training patterns with most "
                    "attention (\"spotlights\", their plot_attention.py figures) as the patterns the network uses",
           statement="Removing the 40 training images a test prediction attends to most (attention summed over the "
                     "three layers) and retraining moves the predicted class's logit further than removing 40 random "
                     "training images and retraining.",
           runs=(SPOTLIGHTS,),
-          statistic=Ratio("loo_move_attention_sum_k40", ("loo_move_random_k40",)),
-          measures="mean over queries of |Δ logit| after removing the top-40 attended examples and retraining "
-                   "(3 seeds averaged), over the same for 40 random examples",
-          threshold=1.0, direction=Direction.ABOVE,
-          threshold_source="ours: 'move more than random' states a direction only, so a ratio of 1",
-          quick_decisive=False, figures=("figures/spotlights.png",)),
+          statistic=ratio(names.loo_move("attention_sum", 40), names.loo_move("random", 40)),
+          rule=above(1.0, "ours: 'move more than random' states a direction only, so a ratio of 1"),
+          figures=("figures/spotlights.png",)),
 )

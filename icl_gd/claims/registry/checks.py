@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from icl_gd.claims.departures import IRIE, VON_OSWALD
-from icl_gd.claims.claim import Claim, Direction, Kind
+from icl_gd.claims.claim import Claim, Kind
 from icl_gd.claims.statistics import metric, worst_identity
 from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
 from icl_gd.claims.registry.rules import RULES as _RULES
+from icl_gd.claims.registry.rules import below, claims_of
+from icl_gd.dual import metric_names as names
+
+claim = claims_of(paper=IRIE, kind=Kind.CONSTRUCTION)
 
 
 def identity_check(*, id: str, paper: str, location: str, statement: str, prefix: str, tolerance: str = "",
                    quote: str = "") -> Claim:
     """The construction check that every `icl-gd verify` identity named ``prefix``... holds within its tolerance
     (float64; ``tolerance`` shown in the description when given)."""
-    shown = f" ({tolerance})" if tolerance else ""
-    return Claim(id=id, paper=paper, location=location, kind=Kind.CONSTRUCTION, statement=statement, quote=quote,
-                 runs=(VERIFY,), statistic=worst_identity(prefix),
-                 measures=f"max relative error / tolerance{shown} over the float64 identities", threshold=1.0,
-                 direction=Direction.BELOW, threshold_source=_RULES["identity"])
-
+    return claim(id=id, paper=paper, location=location, quote=quote, statement=statement, runs=(VERIFY,),
+                 statistic=worst_identity(prefix, tolerance), rule=below(1.0, _RULES["identity"]))
 
 
 # Identities of icl-gd's own code (the constructions and the dual forms): checked, reported in a table of their own,
@@ -46,16 +46,18 @@ CONSTRUCTION_CHECKS: tuple[Claim, ...] = (
                    statement="A linear layer trained by SGD (momentum, weight decay, schedules, clipping) equals its "
                              "initial weights plus attention over every training input.", prefix="dual form",
                    tolerance="1e-10"),
-    Claim(id="irie-dual-trained", paper=IRIE, location="§3", kind=Kind.CONSTRUCTION,
+    claim(id="irie-dual-trained",
+          location="§3",
           statement="The dual form rebuilds the trained image classifier's layers (stored keys and values against the "
-                    "trained weights).", runs=(DUAL_FORM,), statistic=metric("verify_max_rel_error"),
-          measures="max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", threshold=1e-4,
-          direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum",
+                    "trained weights).",
+          runs=(DUAL_FORM,),
+          statistic=metric(names.VERIFY_MAX_REL_ERROR),
+          rule=below(1e-4, "ours: float32 round-off over a training run's sum"),
           figures=("figures/verification_errors.png", "figures/top_training_images_single.png")),
-    Claim(id="irie-lm-exact", paper=IRIE, location="§4", kind=Kind.CONSTRUCTION,
+    claim(id="irie-lm-exact",
+          location="§4",
           statement="The LSTM language model's output layer and gate maps equal their dual form.",
           runs=(DUAL_FORM_LM_SGD,),
-          statistic=metric("verify_max_rel_error"),
-          measures="max relative error of W_T q vs W_0 q + Σ v (k·q) over test queries", threshold=1e-4,
-          direction=Direction.BELOW, threshold_source="ours: float32 round-off over a training run's sum"),
+          statistic=metric(names.VERIFY_MAX_REL_ERROR),
+          rule=below(1e-4, "ours: float32 round-off over a training run's sum")),
 )

@@ -1,9 +1,14 @@
 """Stated threshold rules of ours, used where a paper gives no number (the same words get the same rule), the
-equivalence margins of the comparison with the authors' code, and the tests of a failed seed and of a degenerate
-reference."""
+equivalence margins of the comparison with the authors' code, the tests of a failed seed and of a degenerate
+reference, and ``claims_of``: a registry file's declaration of its claims with the keywords they share."""
 
-from icl_gd.claims.claim import Margin, TrainingCheck
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from icl_gd.claims.claim import Claim, Direction, Margin, TrainingCheck
 from icl_gd.claims.statistics import GdppReference
+from icl_gd.regression import metric_names as names
 
 # ---------------------------------------------------------------------------------------------------- rules
 # Where the paper gives no number, a threshold is one of these stated rules of ours (the same words get the same rule).
@@ -47,9 +52,53 @@ SHARE_MARGIN = Margin(0.02, "ours: 10 of the 500 test queries per task a vote sh
 FORGETTING_MARGIN = quarter_of(0.05, "the forgetting rule's 5 accuracy points")
 
 # ---------------------------------------------------------------------------------------------------- the tests
-TRAINED = TrainingCheck(("loss_trained",))
-TRAINED_HEADS = TrainingCheck(("loss_trained_h1", "loss_trained_h2"))
+TRAINED = TrainingCheck((names.loss("trained"),), untrained=names.loss("zero"))
+TRAINED_HEADS = TrainingCheck(tuple(names.with_heads(names.loss("trained"), h) for h in (1, 2)),
+                              untrained=names.loss("zero"))
 # GD++ as a reference: not GD itself, and (where the run also tunes GD++ the authors' way) not more than the
 # 'matches' rule's 2% above that tuning's loss on the same test tasks.
-GDPP_LBFGS = GdppReference("loss_gdpp", best="loss_gdpp_adam")
-GDPP_ADAM = GdppReference("loss_gdpp_adam", name="GD++ (the authors' tuning)")
+GDPP_LBFGS = GdppReference(names.loss("gdpp"), gd=names.loss("gd"), best=names.loss("gdpp_adam"))
+GDPP_ADAM = GdppReference(names.loss("gdpp_adam"), gd=names.loss("gd"), name="GD++ (the authors' tuning)")
+
+
+# ---------------------------------------------------------------------------------------------------- declaring
+@dataclass(frozen=True)
+class Rule:
+    """How a claim is judged: its statistic against ``threshold`` in ``direction``, the threshold's ``source``, and
+    the margin of the comparison with the authors' code (None: none declared)."""
+
+    threshold: float
+    direction: Direction
+    source: str
+    margin: Margin | None = None
+
+
+def below(threshold: float, source: str, margin: Margin | None = None) -> Rule:
+    """The claim holds when its statistic is below ``threshold``."""
+    return Rule(threshold, Direction.BELOW, source, margin)
+
+
+def above(threshold: float, source: str, margin: Margin | None = None) -> Rule:
+    """The claim holds when its statistic is above ``threshold``."""
+    return Rule(threshold, Direction.ABOVE, source, margin)
+
+
+# The stated rules with their thresholds and margins: "matches", "not able to match", "aligns", "performs equally
+# out of distribution".
+MATCH = below(0.02, RULES["match"], LOSS_MARGIN)
+NOT_MATCH = above(0.02, RULES["not-match"], LOSS_MARGIN)
+ALIGNED = above(0.99, RULES["align"], COSINE_MARGIN)
+OOD = below(0.05, RULES["ood"], OOD_MARGIN)
+
+
+def claims_of(**shared: Any) -> Callable[..., Claim]:
+    """A registry file's declaration of a claim: ``shared`` holds the keywords its claims share (paper, kind,
+    training test, ...), a claim gives what is particular to it and its ``rule``, and may override a shared keyword
+    (``margin=None``: no margin although its rule has one)."""
+
+    def claim(*, rule: Rule, **particular: Any) -> Claim:
+        judged = dict(threshold=rule.threshold, direction=rule.direction, threshold_source=rule.source,
+                      margin=rule.margin)
+        return Claim(**{**shared, **judged, **particular})
+
+    return claim
