@@ -287,8 +287,9 @@ def verify(
 def reproduce(
     out: Optional[Path] = typer.Option(None, "--out", help="Directory of the runs and the report (reused on a "
                                                             "second call)."),
-    quick: bool = typer.Option(False, "--quick", help="Fewer steps and seeds (about 15 min on 2 cores); claims "
-                                                      "that need the full budget are reported inconclusive."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer steps and seeds (`--quick --plan` prints what it "
+                                                      "costs); claims that need the full budget are reported "
+                                                      "inconclusive."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated claim ids (see --list)."),
     backend: str = BACKEND,
     workers: Optional[int] = WORKERS,
@@ -312,18 +313,33 @@ def reproduce(
                                            "this claims.json of an earlier reproduce (e.g. docs/claims-table.json), "
                                            "against today's records of the authors' code; with --out and / or "
                                            "--update-table."),
+    update_estimates: bool = typer.Option(False, "--update-estimates", help="After the runs, merge what they "
+                                          "measured (OUT/estimates.json) into the kept estimates that --plan prints "
+                                          "(icl_gd/claims/estimates.json)."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
+    from icl_gd.claims import console as rc
     from icl_gd.constructions.verify import all_checks
-    from icl_gd.claims.command import run_reproduce
     from icl_gd.studies import REGISTRY
 
     try:
-        code = run_reproduce(registry=REGISTRY, checks=all_checks, out=out, quick=quick, only=only, backend=backend,
-                             workers=workers, address=address, device=device, threads=threads, progress=progress,
-                             plan_only=plan_only, list_claims=list_claims,
-                             echo=typer.echo, update_readme_path=update_readme, rejudge=rejudge, peak=peak,
-                             figures=figures)
+        if rejudge is not None:
+            if quick or only or plan_only or list_claims or update_estimates:
+                raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
+                                  "--quick, --only, --plan and --list (and --update-estimates)")
+            rc.rejudge(rejudge, out, update_readme, typer.echo)
+            raise typer.Exit(0)
+        if list_claims:
+            rc.list_claims(typer.echo)
+            raise typer.Exit(0)
+        reproduction = rc.Reproduction.of(out, only, quick, rc.Execution(backend, workers, address, device, threads,
+                                                                         progress, figures))
+        if plan_only:
+            rc.print_plan(reproduction, REGISTRY, peak, typer.echo)
+            raise typer.Exit(0)
+        if peak is not None:
+            raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
+        code = rc.reproduce(reproduction, REGISTRY, all_checks, update_readme, update_estimates, typer.echo)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ from icl_gd.claims.statistics import (Difference, Least, Metric, OodGap, OverDra
 from icl_gd.claims.registry import VERIFY_STUDY
 from icl_gd.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
+from icl_gd.claims.summary import PageLinks
 
 
 def _margin(claim: Claim) -> float:
@@ -162,7 +163,8 @@ def test_every_claim_is_well_formed():
         if claim.kind is Kind.OURS:
             assert not claim.quote, claim.id
         for plan in claim.runs:
-            assert plan.seeds >= 1 and plan.estimate_s > 0 and plan.quick_estimate_s > 0
+            assert plan.seeds >= 1 and plan.estimate(False) > 0 and plan.estimate(True) > 0
+            assert plan.cost.first_seed_s is not None, f"{plan.name}: no kept estimate"
             if plan.study != VERIFY_STUDY and not claim.is_construction:
                 assert plan.seeds >= 3, f"{claim.id}: {plan.study} has {plan.seeds} seeds"
         if not claim.is_construction:
@@ -351,7 +353,7 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     assert theirs["agreement"] == "agrees" and theirs["value"]["values"] == [0.0368, 0.9373]
     assert theirs["verdict"] == "fails" and theirs["failed_seeds"][0]["seed"] == "1"
     assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 10000
-    assert render_markdown(results, header, tmp_path) == md and render_html(results, header, tmp_path) == page
+    assert render_markdown(results, header, PageLinks(tmp_path)) == md and render_html(results, header, PageLinks(tmp_path)) == page
 
 
 def test_agreement_with_the_authors_code_follows_the_stated_rule():
@@ -410,7 +412,7 @@ def test_tables_name_each_claims_own_paper(tmp_path):
                for i, v in (("fu-newton-linear", 3.0), ("ahn-preconditioned-ill", 0.1), ("irie-table1-correct", 0.7),
                             ("vo-single-loss", 0.001))]
     header = ReportHeader("icl-gd reproduce --out X", "abc1234", "2026-11-30", quick=False, wall_s=60.0)
-    md, page = render_markdown(results, header, tmp_path), render_html(results, header, tmp_path)
+    md, page = render_markdown(results, header, PageLinks(tmp_path)), render_html(results, header, PageLinks(tmp_path))
     for label in ("Fu, abstract (arXiv 2310.17086)", "Ahn, abstract (NeurIPS 2023)", "Irie, their code",
                   "von Oswald, §3"):
         assert f"| {label}" in md and f"<td>{label}" in page

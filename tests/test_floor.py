@@ -225,7 +225,7 @@ def test_runs_are_packed_longest_first_onto_the_least_loaded_worker():
 
 
 def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_totals(tmp_path):
-    from icl_gd.claims.reproduce import plan_runs, seed_specs, select_claims
+    from icl_gd.claims.plan import plan_runs, seed_specs, select_claims
 
     from icl_gd.core.timing import append_attempt
 
@@ -249,7 +249,7 @@ def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_tota
     floor = flops / 50e9
     assert single.split()[:2] == [str(plan.seeds), f"{flops / 1e9:.4g}"] and single.endswith("single-layer default")
     mean_s = sum(plan.estimate(False, seed) for seed in range(plan.seeds)) / plan.seeds  # later seeds cost less
-    assert mean_s < plan.estimate_s and f" {mean_s:.0f} s " in single
+    assert mean_s < plan.estimate(False, 0) and f" {mean_s:.0f} s " in single
     assert f"{floor:.1f} s" in single and f"{mean_s / floor:.1f}x" in single
     assert " ".join(single.split()).endswith(f" 2.0 min {120 / floor:.1f}x single-layer default")  # trained, ratio
     assert "no model" in spotlights and spotlights.endswith("spotlights default")
@@ -263,7 +263,7 @@ def test_the_plan_prints_each_plan_s_estimate_floor_and_their_ratio_and_the_tota
 
 def test_a_float64_training_is_floored_at_the_float64_peak_and_an_unbuilt_one_says_why():
     from icl_gd.claims.plan_floor import PlanFloor, floor_lines
-    from icl_gd.claims.reproduce import plan_runs, select_claims
+    from icl_gd.claims.plan import plan_runs, select_claims
     from icl_gd.platform.floor import WorkFlops
 
     runs = tuple(plan_runs(select_claims(["vo-single-loss"]), quick=False))[:1]
@@ -283,14 +283,14 @@ def test_a_plan_whose_dataset_is_missing_prints_no_model_and_why(tmp_path):
     from dataclasses import replace as replace_spec
 
     from icl_gd.claims.plan_floor import floor_lines, plan_floors
-    from icl_gd.claims.reproduce import PlannedRun, plan_runs, select_claims
+    from icl_gd.claims.plan import Plan, PlannedRun, RunRecord, plan_runs, select_claims
 
     (planned, *_) = [p for p in plan_runs(select_claims(["irie-table1-correct"]), quick=False)
                      if p.spec.study == "dual-form"]
     missing = str(tmp_path / "no-fashion-mnist")
     spec = replace_spec(planned.spec, overrides=(*planned.spec.overrides, "data.dataset=fashion-mnist",
                                                  "data.second_task=permuted", f"data.fashion_mnist_dir={missing}"))
-    (floor,) = plan_floors([PlannedRun(spec, 60.0)], REGISTRY, tmp_path)
+    (floor,) = plan_floors(Plan((PlannedRun(spec, 60.0),), {spec: RunRecord(False)}, 1), REGISTRY)
     assert floor.trainings is None and missing in floor.unbuilt
     lines = floor_lines([floor], Peak(50.0, "given"), workers=1)
     assert "no model" in lines[2] and lines[-1].startswith(f"  {floor.name}: no model counted here: ")

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from icl_gd.claims import ALL_CHECKS
-from icl_gd.claims.gallery import PAPER_FIGURES, write_gallery
+from icl_gd.claims.gallery import PAPER_FIGURES, gallery_html, gallery_markdown
+from icl_gd.claims.summary import PageLinks
 from icl_gd.claims.verdict import ClaimResult, Verdict
 
 
@@ -47,7 +48,8 @@ def gallery(tmp_path):
     results = [ClaimResult(c, Verdict.HOLDS, None, run_dirs=(run if c.id.startswith("vo-single") else
                                                              tmp_path / "runs" / "elsewhere",))
                for c in ALL_CHECKS]
-    write_gallery(tmp_path, results)
+    (tmp_path / "figures.md").write_text(gallery_markdown(results, PageLinks(tmp_path)))
+    (tmp_path / "figures.html").write_text(gallery_html(results))
     return tmp_path
 
 
@@ -59,31 +61,44 @@ def test_gallery_has_a_section_per_covered_figure_with_its_claims(gallery):
     for figure in PAPER_FIGURES:
         assert f"## {figure.title}" in markdown
     assert "| `vo-single-loss` |" in markdown and "**holds**" in markdown and "> “Outer left:" in markdown
-    assert "![single-layer__seed=0/figures/loss_curves.png](runs/single-layer__seed=0/figures/loss_curves.png)" \
+    assert "![single-layer, seed 0: loss curves](runs/single-layer__seed=0/figures/loss_curves.png)" \
         in markdown
-    assert "`elsewhere/figures/vote_accuracy.png`" in markdown  # not on disk: listed, not shown
+    assert "`elsewhere: vote accuracy`" in markdown  # not on disk: listed, not shown
 
 
-def test_every_image_of_figures_html_exists_and_renders_in_a_real_browser(gallery):
-    page = gallery / "figures.html"
+def test_figures_html_carries_its_images_and_renders_them_in_a_real_browser_when_moved(gallery, tmp_path_factory):
+    """The page embeds every figure (a link into the run directories would show nothing once the page is moved or
+    the runs deleted): moved to another folder, a real browser still decodes every image."""
+    page = tmp_path_factory.mktemp("moved") / "figures.html"
+    page.write_text((gallery / "figures.html").read_text())
     parser = _Images()
     parser.feed(page.read_text())
-    assert parser.images, "the gallery shows no figure"
+    assert len(parser.images) == 2, parser.images  # the two drawn figures; the missing ones are listed, not shown
     for src in parser.images:
-        assert (gallery / src).is_file(), src
+        assert src.startswith("data:image/png;base64,"), src[:60]
     browser = _chromium()
     if browser is None:
         pytest.skip("no Chromium on this machine (apt-get install chromium); checked the files instead")
     probe = ("<script>window.addEventListener('load', () => {const all = document.images.length; const ok = "
              "[...document.images].filter(i => i.complete && i.naturalWidth > 0).length; document.body."
              "insertAdjacentHTML('beforeend', `<pre id=probe>images=${all} decoded=${ok} sections="
-             "${document.querySelectorAll('section').length}</pre>`);});</script>")
-    probed = gallery / "probed.html"
+             "${document.querySelectorAll('section').length} wide=${document.documentElement.scrollWidth > "
+             "window.innerWidth}</pre>`);});</script>")
+    probed = page.parent / "probed.html"
     probed.write_text(page.read_text().replace("</body>", probe + "</body>"))
     result = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                             "--allow-file-access-from-files", "--dump-dom", probed.as_uri()],
+                             "--allow-file-access-from-files", "--window-size=1400,900", "--dump-dom", probed.as_uri()],
                             capture_output=True, text=True, timeout=120)
-    found = re.search(r"images=(\d+) decoded=(\d+) sections=(\d+)", result.stdout)
+    found = re.search(r"images=(\d+) decoded=(\d+) sections=(\d+) wide=(\w+)", result.stdout)
     assert found, result.stderr[-2000:]
-    images, decoded, sections = map(int, found.groups())
+    images, decoded, sections = map(int, found.groups()[:3])
+    assert found.group(4) == "false", "the page scrolls sideways at 1400 px"
     assert images == len(parser.images) and decoded == images and sections == len(PAPER_FIGURES)
+
+
+def test_a_run_s_figure_is_captioned_in_words():
+    from icl_gd.claims.gallery import caption
+
+    assert caption("multi-layer__layers=2__recurrent=true__seed=3", "figures/per_layer_loss.png") == \
+        "multi-layer, layers=2, recurrent=true, seed 3: per layer loss"
+    assert caption("sine__paper__seed=0", "figures/functions.png") == "sine, paper preset, seed 0: functions"

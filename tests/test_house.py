@@ -60,3 +60,85 @@ def test_constructions_and_retraining_build_no_optimiser_of_their_own():
 def test_docstrings_cite_no_document_outside_the_repository():
     cited = [str(p.relative_to(ROOT)) for p in [*LIBRARY, *CONSTRUCTIONS, *STUDIES] if "PROTOCOL" in p.read_text()]
     assert cited == []
+
+
+def _module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the library modules it imports, at any level (a function-level import counts: it hides a circle
+    from the interpreter, not from a reader)."""
+    modules = {_module_name(p): p for p in LIBRARY}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_in_the_library():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle_hidden_in_a_function():
+    """The test above is not vacuous: two modules importing each other, one of them inside a function, are found."""
+    graph = _import_graph()
+    graph["icl_gd.claims.formatting"] = graph["icl_gd.claims.formatting"] | {"icl_gd.claims.report"}
+    assert any("icl_gd.claims.formatting" in c and "icl_gd.claims.report" in c for c in _circles(graph))
+
+
+def _lines(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in folder.rglob("*.py")}
+
+
+def test_the_platform_stays_small_and_no_module_of_the_claims_wing_is_over_400_lines():
+    """The platform runs studies; the claims that read them are a wing of their own (``icl_gd/claims``), each of its
+    modules one thing a reader can hold."""
+    assert sum(_lines(ROOT / "icl_gd" / "platform").values()) < 1500
+    assert {k: v for k, v in _lines(ROOT / "icl_gd" / "claims").items() if v > 400} == {}
+
+
+def test_quick_decisive_is_derived_not_declared():
+    """Whether --quick settles a claim follows from its kind and budgets (``Claim.settled_by_quick``); the registry
+    writes it only where a claim departs from that."""
+    registry = "".join(p.read_text() for p in (ROOT / "icl_gd" / "claims" / "registry").glob("*.py"))
+    assert registry.count("quick_decisive=") <= 5

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from icl_gd.cli import app
 from icl_gd.claims.authors import AuthorsValue
 from icl_gd.claims.verdict import ClaimResult, Spread, decide
-from icl_gd.claims.reproduce import select_claims
+from icl_gd.claims.plan import select_claims
 from icl_gd.claims.report import README_END, README_START, ReportHeader, write_report
 
 # ours per claim: vo-single-loss near the authors' recorded seeds (0.0026, 6.1e-4, 0.0029), a log-scale statistic,
@@ -39,7 +39,7 @@ def _results() -> list[ClaimResult]:
 @pytest.fixture
 def earlier(tmp_path, monkeypatch) -> Path:
     """The claims.json of a full-budget reproduction made when the authors' code had no records."""
-    monkeypatch.setattr("icl_gd.claims.report.authors_values", lambda: {})
+    monkeypatch.setattr("icl_gd.claims.summary.authors_values", lambda: {})
     out = tmp_path / "earlier"
     out.mkdir()
     write_report(out, _results(), ReportHeader("icl-gd reproduce --out /scratch/full", "abc1234", "2026-12-01 10:00 UTC",
@@ -50,7 +50,7 @@ def earlier(tmp_path, monkeypatch) -> Path:
 
 def _records(monkeypatch, records: dict[str, tuple[float, ...]]) -> None:
     table = {k: AuthorsValue(k, v, True, {"seeds": list(range(len(v)))}) for k, v in records.items()}
-    monkeypatch.setattr("icl_gd.claims.report.authors_values", lambda: table)
+    monkeypatch.setattr("icl_gd.claims.summary.authors_values", lambda: table)
 
 
 def test_rejudge_redoes_the_authors_column_from_the_recorded_values_alone(tmp_path, earlier, monkeypatch):

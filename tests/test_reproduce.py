@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from icl_gd.cli import app
 from icl_gd.constructions.verify import all_checks
-from icl_gd.claims.reproduce import judge, plan_runs, select_claims, seed_specs
+from icl_gd.claims.plan import plan_runs, select_claims, seed_specs
+from icl_gd.claims.reproduction import judge
 from icl_gd.claims.verdict import Verdict
 
 FAST = "vo-prop1-exact,irie-dual-exact,vo-gdpp-exact"
@@ -143,7 +144,7 @@ def _report_with_figure(tmp_path: Path) -> Path:
         ax.plot([0, 1], [1, 0])
         fig.savefig(run / "figures" / "loss_curves.png")
         plt.close(fig)
-    from icl_gd.claims.reproduce import run_verify
+    from icl_gd.claims.reproduction import run_verify
     from icl_gd.claims.report import ReportHeader, write_report
 
     run_verify(tmp_path, all_checks)
@@ -312,19 +313,19 @@ def test_plan_estimates_a_seed_from_its_own_plans_finished_seeds_only(tmp_path):
 
 def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
     """A later seed reads what seed 0 computed for the references (``icl_gd.core.shared``): the plan prices it at
-    ``estimate_s - shared_s``, and a finished first seed measures a later one scaled by the two estimates (catches every
-    seed priced as the first, and a first seed's measured time handed to the later ones unscaled)."""
+    its kept ``later_seed_s``, and a finished first seed measures a later one scaled by the two estimates (catches
+    every seed priced as the first, and a first seed's measured time handed to the later ones unscaled)."""
     from icl_gd.core.timing import append_attempt
-    from icl_gd.claims.reproduce import plan_runs
+    from icl_gd.claims.plan import plan_runs
 
     claims = select_claims(["vo-deep-separate"])
     plan = next(p for p in claims[0].runs if p.study == "multi-layer" and "layers=5" in p.overrides)
-    later = plan.estimate(False, seed=1)
-    assert 0 < plan.shared_s < plan.estimate_s and later == plan.estimate_s - plan.shared_s
+    first, later = plan.estimate(False, seed=0), plan.estimate(False, seed=1)
+    assert 0 < later < first and (first, later) == (plan.cost.first_seed_s, plan.cost.later_seed_s)
     estimates = {p.spec: p.estimate_s for p in plan_runs(claims, quick=False)}
     specs = seed_specs(plan, quick=False)
-    assert [estimates[s] for s in specs] == [plan.estimate_s] + [later] * (len(specs) - 1)
-    assert plan_runs(claims, quick=True)[0].estimate_s == plan.quick_estimate_s  # --quick: one figure a seed
+    assert [estimates[s] for s in specs] == [first] + [later] * (len(specs) - 1)
+    assert plan_runs(claims, quick=True)[0].estimate_s == plan.cost.quick_seed_s  # --quick: one figure a seed
     run = tmp_path / "r" / "runs" / specs[0].run_id()
     run.mkdir(parents=True)
     (run / "metrics.json").write_text(json.dumps({"mean": {}}))
@@ -332,10 +333,10 @@ def test_later_seeds_are_estimated_apart_from_the_first(tmp_path):
     result = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path / "r"), "--plan", "--only", "vo-deep-separate",
                                       "--workers", "1"])
     assert result.exit_code == 0, result.output
-    later = 1200.0 * later / plan.estimate_s / 60
+    later = 1200.0 * later / first / 60
     lines = [l for l in result.output.splitlines() if l.startswith("  multi-layer") and "layers=5" in l]
     assert len(lines) == len(specs) and lines[0].endswith("(done in 20.0 min, estimated "
-                                                          f"{plan.estimate_s / 60:.1f})")
+                                                          f"{first / 60:.1f})")
     assert all(l.endswith(f"(~{later:.1f} min, as seed 0 measured)") for l in lines[1:]), result.output
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from icl_gd.claims import reproduce as rp
+from icl_gd.claims import plan as rp
+from icl_gd.claims.reproduction import Execution, Reproduction
 from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.studies import REGISTRY
 
@@ -23,8 +24,8 @@ def test_runs_are_handed_to_the_sweep_longest_plan_first_each_first_seed_a_plan_
         return []
 
     monkeypatch.setattr("icl_gd.platform.sweep.run_sweep", fake_sweep)
-    monkeypatch.setattr(rp, "judge", lambda *args, **kwargs: [])
-    rp.reproduce(tmp_path, claims, registry=REGISTRY, checks=lambda: [], progress=False, echo=lambda _: None)
+    Reproduction(tuple(claims), tmp_path, execution=Execution(progress=False)).run(REGISTRY, lambda: [],
+                                                                                     lambda _: None)
     planned = rp.plan_runs(claims, False)
     estimate = {p.spec: p.estimate_s for p in planned}
     assert sorted(handed, key=str) == sorted(estimate, key=str)  # every run once
@@ -55,9 +56,8 @@ def _handed_figures(tmp_path, monkeypatch, claims, **options):
         return []
 
     monkeypatch.setattr("icl_gd.platform.sweep.run_sweep", fake_sweep)
-    monkeypatch.setattr(rp, "judge", lambda *args, **kwargs: [])
-    rp.reproduce(tmp_path, claims, registry=REGISTRY, checks=lambda: [], progress=False, echo=lambda _: None,
-                 **options)
+    Reproduction(tuple(claims), tmp_path, execution=Execution(progress=False, **options)).run(
+        REGISTRY, lambda: [], lambda _: None)
     return handed["specs"], handed["figures"]
 
 

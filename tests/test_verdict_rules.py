@@ -17,6 +17,7 @@ from icl_gd.claims.authors import Agreement, AuthorsValue, agreement, their_fail
 from icl_gd.claims.claim import TrainingCheck
 from icl_gd.claims.verdict import ClaimResult, Spread, judge_values
 from icl_gd.claims.statistics import GdppReference
+from icl_gd.claims.summary import PageLinks
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_ID = {c.id: c for c in ALL_CHECKS}
@@ -143,7 +144,7 @@ def test_report_counts_each_sentence_once_and_lists_fails_by_code(tmp_path, monk
     main, variant = BY_ID["vo-deep-separate-gdpp-loss-authors-tuning"], BY_ID["vo-deep-separate-gdpp-loss"]
     records = {main.id: _theirs(main, (0.42, 0.41, 0.43)),
                "vo-layernorm": _theirs(LAYERNORM, (0.2474, 0.2473, 0.2474))}
-    monkeypatch.setattr(report, "authors_values", lambda: records)
+    monkeypatch.setattr("icl_gd.claims.summary.authors_values", lambda: records)
     results = [ClaimResult(main, Verdict.FAILS, Spread((0.34, 0.60, 0.58))),
                ClaimResult(variant, Verdict.NO_VALID_REFERENCE, Spread((0.64, 0.78, 0.77)), "fell back"),
                ClaimResult(LAYERNORM, Verdict.HOLDS, Spread((0.2497, 0.2486, 0.2481))),
@@ -153,7 +154,7 @@ def test_report_counts_each_sentence_once_and_lists_fails_by_code(tmp_path, monk
     assert (paper["claims"], paper["fails"], paper["holds"], paper["no valid reference"]) == (2, 1, 1, 0)
     assert (paper["authors_code_run"], paper["same_verdict"], paper["fails_in_both"]) == (2, 2, [main.id])
     assert summary["ours"]["claims"] == 1 and summary["variants"] == 1
-    md = report.render_markdown(results, report.ReportHeader("x", "abc", "today", False, 1.0), tmp_path)
+    md = report.render_markdown(results, report.ReportHeader("x", "abc", "today", False, 1.0), PageLinks(tmp_path))
     assert md.index("## von Oswald et al. 2023") < md.index("## Our own checks")
     assert f"| ↳ `{variant.id}` (variant)" in md and md.index(main.id) < md.index(f"↳ `{variant.id}`")
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from icl_gd.claims.estimates import SeedCost, seed_cost
 from icl_gd.claims.evidence import SeedEvidence
 from icl_gd.core.errors import ConfigError
 
@@ -23,11 +24,8 @@ class Direction(str, Enum):
 class RunPlan:
     """The runs one claim needs: ``seeds`` runs (seed 0, 1, ...) of ``study`` with ``preset`` and ``overrides``.
 
-    Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. ``estimate_s`` and
-    ``quick_estimate_s`` are the wall seconds one seed's run took on a 2-core machine (for the printed plan only).
-    ``shared_s``: the seconds of a first seed's work that its later seeds read instead of doing it (what the plan's
-    seeds share and do not change: the references' tuning, ``icl_gd.core.shared``); a later seed's estimate is the
-    first's less that.
+    Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. What
+    a seed costs is kept as data under the plan's ``name`` (``icl_gd.claims.estimates``), for the printed plan only.
     """
 
     study: str
@@ -37,9 +35,6 @@ class RunPlan:
     quick_overrides: tuple[str, ...] = ()
     quick_seeds: int | None = None
     quick_preset: str | None = None  # None: the same preset under --quick
-    estimate_s: float = 60.0
-    quick_estimate_s: float = 10.0
-    shared_s: float = 0.0
 
     def seed_count(self, quick: bool) -> int:
         return (self.quick_seeds or self.seeds) if quick else self.seeds
@@ -55,11 +50,23 @@ class RunPlan:
         return (self.run_preset(True), self.run_overrides(True), self.seed_count(True)) == \
             (self.run_preset(False), self.run_overrides(False), self.seed_count(False))
 
+    @property
+    def quick_data_sets(self) -> tuple[str, ...]:
+        """The data sets ``--quick`` substitutes for the full budget's (its ``dataset=`` overrides)."""
+        return tuple(o.split("=", 1)[1] for o in self.quick_overrides if o.split("=", 1)[0].split(".")[-1] == "dataset")
+
+    @property
+    def name(self) -> str:
+        """The plan as its kept estimates name it: study, preset and full-budget overrides."""
+        return " ".join([self.study, self.preset, *self.overrides])
+
+    @property
+    def cost(self) -> SeedCost:
+        return seed_cost(self.name)
+
     def estimate(self, quick: bool, seed: int = 0) -> float:
-        """Seed ``seed``'s estimate: the first seed's, or a later one's (less ``shared_s``) at the full budget."""
-        if quick:
-            return self.quick_estimate_s
-        return self.estimate_s - self.shared_s if seed > 0 else self.estimate_s
+        """Seed ``seed``'s estimate in CPU seconds: the first seed's, a later one's, or --quick's."""
+        return self.cost.seconds(quick, seed)
 
 
 class Kind(str, Enum):

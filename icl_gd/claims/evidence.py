@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from icl_gd.core.results import read_json
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,11 @@ _INDEXED = re.compile(r"(.+)\[(-?\d+)\]")
 
 class MissingEvidence(LookupError):
     """A claim's statistic could not be computed from the runs it was given."""
+
+
+def seed_evidence(per_plan: Sequence[Sequence[Path]]) -> list[SeedEvidence]:
+    """One SeedEvidence per seed (the seeds every plan has; a one-run plan, such as verify, serves every seed)."""
+    seeds = min(len(dirs) for dirs in per_plan)
+    return [SeedEvidence(tuple(read_json(dirs[min(i, len(dirs) - 1)] / "metrics.json")["mean"] for dirs in per_plan),
+                         tuple(dirs[min(i, len(dirs) - 1)] for dirs in per_plan))
+            for i in range(seeds)]

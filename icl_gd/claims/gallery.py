@@ -11,13 +11,12 @@ not shown.
 from __future__ import annotations
 
 import html
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from icl_gd.core.results import atomic_write_text
+from icl_gd.claims.summary import PageLinks, embedded_png
 from icl_gd.claims.verdict import ClaimResult
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 
@@ -102,6 +101,24 @@ class GalleryEntry:
     images: tuple[tuple[str, Path], ...]  # (caption, path) of each of our figures, on disk or not
 
 
+def caption(run_name: str, figure: str) -> str:
+    """A figure of a run in words: study, preset, the set-up's overrides and the seed, then what the figure is, e.g.
+    "multi-layer, layers=2, recurrent=true, seed 0: per layer loss" (from ``multi-layer__layers=2__recurrent=true__
+    seed=0`` and ``figures/per_layer_loss.png``); the run directory's own name stays in the report's run links."""
+    study, *parts = run_name.split("__")
+    words, seed = [study], ""
+    for part in parts:
+        key, _, value = part.partition("=")
+        if key == "seed":
+            seed = f"seed {value}"
+        elif not _:
+            words.append(f"{part} preset")
+        elif key != "seeds":
+            words.append(part)
+    what = Path(figure).stem.replace("_", " ")
+    return ", ".join(words + ([seed] if seed else [])) + f": {what}"
+
+
 def _matches(figure: PaperFigure, result: ClaimResult) -> bool:
     text = f"{result.claim.location} {result.claim.id}" if figure.paper == IRIE else result.claim.location
     return result.claim.paper == figure.paper and re.search(figure.where, text) is not None
@@ -118,13 +135,9 @@ def gallery_entries(results: Sequence[ClaimResult]) -> list[GalleryEntry]:
                 continue
             run = Path(r.run_dirs[0])
             for name in (*r.claim.figures, *figure.files):
-                images.setdefault(run / name, f"{run.name}/{name}")
+                images.setdefault(run / name, caption(run.name, name))
         entries.append(GalleryEntry(figure, carried, tuple((c, p) for p, c in images.items())))
     return entries
-
-
-def _link(path: Path, page_dir: Path) -> str:
-    return Path(os.path.relpath(Path(path).resolve(), Path(page_dir).resolve())).as_posix()
 
 
 def _quotes(entry: GalleryEntry) -> list[tuple[str, str]]:
@@ -141,7 +154,7 @@ _INTRO = ("For each figure of the papers that icl-gd reproduces: what it shows (
           "given), the claims it carries with their verdicts, and our figures from the runs.")
 
 
-def gallery_markdown(results: Sequence[ClaimResult], page_dir: Path, source: str = "") -> str:
+def gallery_markdown(results: Sequence[ClaimResult], links: PageLinks, source: str = "") -> str:
     lines = ["# The papers' figures, reproduced", "", _INTRO + (f" {source}" if source else ""), ""]
     for entry in gallery_entries(results):
         lines += [f"## {entry.figure.title}", "", f"*Description (ours):* {entry.figure.description}", ""]
@@ -154,20 +167,24 @@ def gallery_markdown(results: Sequence[ClaimResult], page_dir: Path, source: str
             lines.append("")
         shown = [(c, p) for c, p in entry.images if p.is_file()]
         missing = [c for c, p in entry.images if not p.is_file()]
-        lines += [f"![{c}]({_link(p, page_dir)})\n\n*{c}*\n" for c, p in shown]
+        lines += [f"![{c}]({links.to(p)})\n\n*{c}*\n" for c, p in shown]
         if missing:
             lines += ["Not on disk (the run directory keeps no figures; rerun the run to draw them): "
                       + ", ".join(f"`{c}`" for c in missing) + ".", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;"
+        "overflow-wrap:anywhere}figure{margin:0.5em 0;max-width:100%}"
         "blockquote{border-left:3px solid #999;margin:0.5em 0;padding:0 1em;color:#444}"
-        "img{max-width:100%;border:1px solid #ddd}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+        "img{max-width:100%;height:auto;border:1px solid #ddd}table{border-collapse:collapse;table-layout:fixed;"
+        "width:100%}td,th{border:1px solid #ccc;"
         "padding:3px 6px;font-size:13px;vertical-align:top}.holds{color:#0072B2}.fails{color:#D55E00}")
 
 
-def gallery_html(results: Sequence[ClaimResult], page_dir: Path, source: str = "") -> str:
+def gallery_html(results: Sequence[ClaimResult], source: str = "") -> str:
+    """The gallery as one self-contained page: every figure embedded (base64 PNG), so it shows wherever the file
+    is moved or opened from."""
     esc = html.escape
     body = ["<h1>The papers' figures, reproduced</h1>", f"<p>{esc(_INTRO)} {esc(source)}</p>"]
     for entry in gallery_entries(results):
@@ -181,7 +198,7 @@ def gallery_html(results: Sequence[ClaimResult], page_dir: Path, source: str = "
                 for r in entry.results) + "</table>")
         for caption, path in entry.images:
             if path.is_file():
-                body.append(f'<figure><img alt="{esc(caption)}" src="{esc(_link(path, page_dir))}">'
+                body.append(f'<figure><img alt="{esc(caption)}" src="{embedded_png(path)}">'
                             f"<figcaption>{esc(caption)}</figcaption></figure>")
         missing = [c for c, p in entry.images if not p.is_file()]
         if missing:
@@ -190,9 +207,3 @@ def gallery_html(results: Sequence[ClaimResult], page_dir: Path, source: str = "
         body.append("</section>")
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>icl-gd: the papers\' figures'
             f"</title><style>{_CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")
-
-
-def write_gallery(root: Path, results: Sequence[ClaimResult], source: str = "") -> None:
-    """``root/figures.md`` and ``root/figures.html`` (each atomically), linking the figures under the runs."""
-    atomic_write_text(Path(root) / "figures.md", gallery_markdown(results, Path(root), source))
-    atomic_write_text(Path(root) / "figures.html", gallery_html(results, Path(root), source))

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 from icl_gd.core.study import StudyRegistry, resolve_study_config
-from icl_gd.core.timing import read_timings
-from icl_gd.claims.reproduce import PlannedRun, plan_key
+from icl_gd.claims.plan import Plan, PlannedRun, packed_s, plan_key
 from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, training_flops
 
 
@@ -53,29 +51,11 @@ class PlanFloor:
         return None if self.trainings is None else seed_floor_s(self.trainings, peak)
 
 
-def packed_s(durations: Sequence[float], workers: int) -> float:
-    """Wall seconds of ``durations`` on ``workers`` parallel workers, longest first, each to the least-loaded."""
-    loads = [0.0] * max(1, workers)
-    for d in sorted(durations, reverse=True):
-        loads[loads.index(min(loads))] += d
-    return max(loads)
-
-
-def _trained_s(runs: Sequence[PlannedRun], root: Path) -> float | None:
-    """Mean over the seeds with timings of their ``training`` phase's wall seconds less the evaluations within it,
-    summed over attempts (None when no seed recorded the phase)."""
-    measured = []
-    for p in runs:
-        phases = [a.get("phases_wall_s", {}) for a in read_timings(root / "runs" / p.spec.run_id())]
-        if phases and all(isinstance(ph.get("training"), (int, float)) for ph in phases):
-            measured.append(sum(ph["training"] - ph.get("training > evaluation", 0.0) for ph in phases))
-    return sum(measured) / len(measured) if measured else None
-
-
-def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Path) -> list[PlanFloor]:
-    """Every plan of ``planned`` (in order of first appearance) with its floor FLOPs, counted once a plan."""
+def plan_floors(plan: Plan, registry: StudyRegistry) -> list[PlanFloor]:
+    """Every plan of ``plan``'s runs (in order of first appearance) with its floor FLOPs, counted once a plan, and
+    the training wall time its finished seeds recorded (their ``RunRecord``)."""
     groups: dict[tuple, list[PlannedRun]] = {}
-    for p in planned:
+    for p in plan.runs:
         groups.setdefault(plan_key(p.spec), []).append(p)
     floors = []
     for (study_name, preset, overrides), runs in groups.items():
@@ -85,7 +65,9 @@ def plan_floors(planned: Sequence[PlannedRun], registry: StudyRegistry, root: Pa
         except (ConfigError, DatasetNotFoundError) as error:  # e.g. a dataset it needs is missing: so would its run
             trainings, unbuilt = None, str(error)
         mean_s = sum(p.estimate_s for p in runs) / len(runs)  # a later seed reads what the first computed
-        floors.append(PlanFloor(tuple(runs), mean_s, trainings, _trained_s(runs, root), unbuilt))
+        trained = [t for p in runs if (t := plan.records[p.spec].training_s) is not None]
+        floors.append(PlanFloor(tuple(runs), mean_s, trainings, sum(trained) / len(trained) if trained else None,
+                                unbuilt))
     return floors
 
 

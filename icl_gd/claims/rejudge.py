@@ -24,24 +24,29 @@ from icl_gd.claims.claim import Claim
 from icl_gd.claims.evidence import MissingEvidence
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, check_seeds, judge_values
 from icl_gd.claims.registry import ALL_CHECKS
-from icl_gd.claims.reproduce import plan_dirs, seed_evidence
+from icl_gd.claims.evidence import seed_evidence
+from icl_gd.claims.plan import plan_dirs
+from icl_gd.claims.report import Judgement, ReportHeader
 
 
 @dataclass(frozen=True)
 class Rejudged:
-    """The rebuilt results and the source run's provenance (``command``, ``commit``, ``date``, ``quick``,
-    ``wall_s``, ``runs_measured`` as its claims.json recorded them), with each claim whose verdict today's rule
-    changes: ``(id, recorded verdict, verdict now)``."""
+    """The rebuilt verdicts with the source run's provenance in their header (command, commit, date, budget, wall
+    and measured time as its claims.json recorded them), each claim whose verdict today's rule changes: ``(id,
+    recorded verdict, verdict now)``, and where the runs' metrics were read for the declared tests (None: not
+    found)."""
 
-    results: tuple[ClaimResult, ...]
-    command: str
-    commit: str
-    date: str
-    quick: bool
-    wall_s: float
-    runs_measured: str
+    judgement: Judgement
     changed: tuple[tuple[str, str, str], ...]
-    runs_root: Path | None = None  # where the runs' metrics were read for the declared tests (None: not found)
+    runs_root: Path | None = None
+
+    @property
+    def results(self) -> tuple[ClaimResult, ...]:
+        return self.judgement.results
+
+    @property
+    def header(self) -> ReportHeader:
+        return self.judgement.header
 
 
 def _value(raw: Any, where: str) -> float:
@@ -86,16 +91,17 @@ def load_claims_json(path: Path) -> Rejudged:
             failed, problem, checked, run_dirs = _tests(claim, entry, root, quick)
             verdict, note = judge_values(claim, values, failed, problem, quick)
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
-                                 checked, str(entry.get("details") or ""))
+                                 checked, str(entry.get("details") or ""), quick)
         else:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
                                  tuple(Path(r) for r in entry.get("runs") or ()))
         if entry.get("verdict") != result.verdict.value:
             changed.append((claim.id, str(entry.get("verdict")), result.verdict.value))
         results.append(result)
-    return Rejudged(tuple(results), str(data["command"]), str(data["commit"]), str(data["date"]), quick,
-                    float(data.get("wall_seconds") or 0.0), str(data.get("runs_measured") or ""), tuple(changed),
-                    root)
+    header = ReportHeader(command=str(data["command"]), commit=str(data["commit"]), date=str(data["date"]), quick=quick,
+                          wall_s=float(data.get("wall_seconds") or 0.0),
+                          runs_measured=str(data.get("runs_measured") or ""))
+    return Rejudged(Judgement(tuple(results), header), tuple(changed), root)
 
 
 def runs_root(path: Path, command: str) -> Path | None:

@@ -81,6 +81,12 @@ class ClaimResult:
     failed_seeds: tuple[tuple[int, str], ...] = ()
     checked: bool = True
     details: str = ""
+    quick: bool = False  # judged from --quick runs (their set-up is not the full budget's where the plans differ)
+
+    @property
+    def at_full_setup(self) -> bool:
+        """Whether the runs are the claim's full-budget set-up (what the authors' records are compared with)."""
+        return not self.quick or all(plan.quick_is_full for plan in self.claim.runs)
 
     @property
     def kept(self) -> Spread | None:
@@ -112,7 +118,9 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
         verdict, note = Verdict.INCONCLUSIVE, f"seeds disagree ({sum(passing)} of {len(values)} pass)"
     if quick and not claim.settled_by_quick:
         shown = f"would be {verdict.value} " if verdict is not Verdict.INCONCLUSIVE else ""
-        return Verdict.INCONCLUSIVE, f"{shown}on the --quick budget; this claim needs the full budget".strip()
+        data = sorted({d for plan in claim.runs for d in plan.quick_data_sets})
+        swapped = f" (run on the {', '.join(data)} data set, not the full budget's)" if data else ""
+        return Verdict.INCONCLUSIVE, f"{shown}on the --quick budget{swapped}; this claim needs the full budget".strip()
     return verdict, note
 
 
@@ -163,4 +171,4 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
     spread = Spread(tuple(values), log=claim.log_scale) if values else None
     details = getattr(claim.statistic, "details", None)
     text = details(evidence, claim.passes) if details else ""
-    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text)
+    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick)

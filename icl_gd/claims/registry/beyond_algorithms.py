@@ -29,12 +29,10 @@ claim = claims_of(paper=FU, kind=Kind.BEYOND, follows=_FOLLOWS)
 # reproduction; plans.py).
 _QUICK = ("steps=1000", "batch_size=512", "n_tune=1024")  # appended to _FULL: the later value wins
 _FULL = ("steps=5000", "batch_size=2048", "tuned_steps=32")
-WHICH_ALGORITHM = RunPlan("which-algorithm", overrides=_FULL, seeds=3, quick_seeds=1, estimate_s=216,
-                          quick_overrides=_QUICK, quick_estimate_s=25)
-WHICH_ALGORITHM_SEPARATE = RunPlan("which-algorithm", overrides=("recurrent=false", *_FULL), seeds=3, quick_seeds=1,
-                                   estimate_s=253, quick_overrides=_QUICK, quick_estimate_s=19)
-WHICH_ALGORITHM_ILL = RunPlan("which-algorithm", overrides=("kappa=20", *_FULL), seeds=3, quick_seeds=1,
-                              estimate_s=228, quick_overrides=_QUICK, quick_estimate_s=22)
+WHICH_ALGORITHM = RunPlan("which-algorithm", overrides=_FULL, seeds=3, quick_seeds=1,
+                          quick_overrides=_QUICK)
+WHICH_ALGORITHM_SEPARATE = RunPlan("which-algorithm", overrides=("recurrent=false", *_FULL), seeds=3, quick_seeds=1, quick_overrides=_QUICK)
+WHICH_ALGORITHM_ILL = RunPlan("which-algorithm", overrides=("kappa=20", *_FULL), seeds=3, quick_seeds=1, quick_overrides=_QUICK)
 
 
 _NEWTON_QUOTE = ("predictions from successive Transformer layers closely match different iterations of Newton's "

@@ -21,8 +21,8 @@ claim = claims_of(kind=Kind.BEYOND, follows=_FOLLOWS)
 # Full budget: 20 000 steps (the default's 4000 leave the model between the initial plateau and one GD step's loss);
 # estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick
 # reproduction; plans.py).
-FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1, estimate_s=419,
-                  quick_overrides=("training.steps=4000",), quick_estimate_s=99)
+FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, quick_seeds=1,
+                  quick_overrides=("training.steps=4000",))
 
 BEYOND_FOREIGN_CLAIMS: tuple[Claim, ...] = (
     claim(id="garg-closer-to-least-squares",

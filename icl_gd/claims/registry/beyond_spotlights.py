@@ -15,9 +15,8 @@ claim = claims_of(paper=IRIE, kind=Kind.BEYOND)
 # 6 queries x 6 methods x k in 10, 40, 160 x 3 seeds) took about 120 s of CPU (355 s for 3 seeds, 2559 s wall at
 # load 15-21 under nice 19). The estimates: CPU seconds of one seed, measured (a full-budget seed timed with
 # freed memory kept, one --quick reproduction; plans.py).
-SPOTLIGHTS = RunPlan("spotlights", seeds=10, quick_seeds=2, estimate_s=36,
-                     quick_overrides=("subsets=20", "retrain_seeds=2", "loo_queries=3", "n_queries=20"),
-                     quick_estimate_s=34)
+SPOTLIGHTS = RunPlan("spotlights", seeds=10, quick_seeds=2,
+                     quick_overrides=("subsets=20", "retrain_seeds=2", "loo_queries=3", "n_queries=20"))
 
 BEYOND_SPOTLIGHT_CLAIMS: tuple[Claim, ...] = (
     claim(id="beyond-spotlights-move",

@@ -4,7 +4,7 @@ what their declarations share."""
 from __future__ import annotations
 
 from icl_gd.claims.departures import VON_OSWALD
-from icl_gd.claims.claim import Claim, Kind, TrainingCheck
+from icl_gd.claims.claim import Kind
 from icl_gd.claims.registry.rules import TRAINED, claims_of
 from icl_gd.regression import metric_names as names
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from icl_gd.claims.claim import Claim, Kind
 from icl_gd.claims.registry.plans import FIXED_TASKS, SINGLE_LAYER
-from icl_gd.claims.registry.rules import ALIGNED, COSINE_MARGIN, LOSS_MARGIN, MATCH, OOD, RULES, above, below
+from icl_gd.claims.registry.rules import ALIGNED, COSINE_MARGIN, LOSS_MARGIN, MATCH, OOD, RULES, below
 from icl_gd.claims.registry.von_oswald import COS_GD as _COS_GD, FOLLOWS_CODE as _FOLLOWS_CODE, claim
 from icl_gd.claims.registry.von_oswald import LOSS_FIGURES as _LOSS_FIGURES
 from icl_gd.claims.statistics import OodGap, OverDraws, RolloutGap, RolloutRise, metric, ratio, rel_gap

@@ -1,0 +1,79 @@
+"""What ``icl-gd reproduce`` prints around a ``Reproduction``'s verbs: each function here is one of the command's
+modes (list, plan, run, rejudge), a few lines over the wing's objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
+from icl_gd.claims.estimates import merge_into_kept
+from icl_gd.claims.plan import select_claims
+from icl_gd.claims.report import check_table_page
+from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.study import StudyRegistry
+
+Echo = Callable[[str], None]
+_KINDS = {"paper": "the paper's", "ours": "ours", "construction": "construction check", "beyond": "beyond the papers"}
+
+__all__ = ["Execution", "Reproduction", "list_claims", "print_plan", "rejudge", "reproduce"]
+
+
+def list_claims(echo: Echo) -> None:
+    echo("claims (the paper's or ours), then construction checks; locations: von Oswald et al. in arXiv "
+         "2212.07677v2 (31 May 2023)")
+    for claim in select_claims(None):
+        echo(f"{claim.id:30s} {_KINDS[claim.kind.value]:18s} {claim.author}, {claim.location}")
+        echo(f"{'':30s} {claim.statement}")
+
+
+def print_plan(reproduction: Reproduction, registry: StudyRegistry, peak: str | None, echo: Echo) -> None:
+    """The plan, then each plan's estimate beside its products floor at ``peak`` (``--peak``)."""
+    from icl_gd.claims.plan_floor import floor_lines, plan_floors
+    from icl_gd.platform.floor import parse_peak
+
+    chosen = parse_peak(peak)  # a bad --peak is refused before anything is printed
+    plan = reproduction.plan()
+    for line in plan.lines(reproduction.budget, reproduction.execution.backend):
+        echo(line)
+    for line in floor_lines(plan_floors(plan, registry), chosen, plan.workers, reproduction.execution.threads or 1):
+        echo(line)
+
+
+def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Checks, table: Path | None,
+              update_estimates: bool, echo: Echo) -> int:
+    """Plan, run, judge and report; 0 when every run finished, 1 when one failed."""
+    if table is not None:
+        check_table_page(table)  # before anything runs
+    for line in reproduction.plan().lines(reproduction.budget, reproduction.execution.backend):
+        echo(line)
+    outcome = reproduction.run(registry, checks, echo)
+    judgement = reproduction.judge(outcome)
+    written = judgement.report(reproduction.root, table)
+    if update_estimates:
+        updated = merge_into_kept(reproduction.root / ESTIMATES_FILE)
+        echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
+    echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
+    return 1 if outcome.failures else 0
+
+
+def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo) -> None:
+    """Decide every verdict again from ``source`` (a kept claims.json) and write the report and / or the table."""
+    from icl_gd.claims.rejudge import load_claims_json
+
+    if out is None and table is None:
+        raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-table PAGE")
+    if table is not None:
+        check_table_page(table)
+    loaded = load_claims_json(Path(source))
+    for claim_id, before, after in loaded.changed:
+        echo(f"icl-gd: {claim_id}: recorded {before}, {after} by today's rule (the claim changed since that run)")
+    echo(f"icl-gd: the claims' declared tests (failed seeds, degenerate references) read from the runs under "
+         f"{loaded.runs_root}" if loaded.runs_root else
+         "icl-gd: the runs are not beside this claims.json: the declared tests are taken as it recorded them")
+    judgement = judged_later(loaded.judgement, Path(source))
+    written = judgement.report(out, table)
+    h = judgement.header
+    echo(f"wrote {', '.join(str(p) for p in written)}")
+    echo(f"{judgement.summary} (re-judged from {source}, measured by `{h.command}` at commit {h.commit} on {h.date})")

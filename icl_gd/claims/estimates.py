@@ -1,0 +1,84 @@
+"""What each run plan's seeds cost, kept as data (``estimates.json`` beside this module), not as notes in source.
+
+``icl-gd reproduce`` writes what its finished runs measured (their ``timings.json`` CPU seconds) to
+``OUT/estimates.json`` in the same form; ``--update-estimates`` merges that into the kept file, so the printed plan
+of the next reproduction starts from today's measurements.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from icl_gd.core.errors import ConfigError
+from icl_gd.core.results import write_json
+
+ESTIMATES = Path(__file__).with_name("estimates.json")
+FILE_NAME = "estimates.json"  # what a reproduction writes beside its report
+
+
+@dataclass(frozen=True)
+class SeedCost:
+    """CPU seconds a seed of one plan takes: the first seed's and a later seed's (which reads what the first
+    computed, ``icl_gd.core.shared``) at the full budget, and any seed's under ``--quick``; ``measured`` says how."""
+
+    first_seed_s: float | None = None  # None: not measured (the default below stands in)
+    later_seed_s: float | None = None
+    quick_seed_s: float | None = None
+    measured: str = "not measured"
+
+    def seconds(self, quick: bool, seed: int) -> float:
+        if quick:
+            return _or(self.quick_seed_s, DEFAULT_QUICK_S)
+        return _or(self.later_seed_s if seed > 0 else self.first_seed_s, DEFAULT_S)
+
+
+DEFAULT_S, DEFAULT_QUICK_S = 60.0, 10.0  # a plan no reproduction has measured yet
+UNMEASURED = SeedCost()
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _read(path: Path) -> dict[str, SeedCost]:
+    try:
+        data = json.loads(Path(path).read_text())
+        return {key: SeedCost(**entry) for key, entry in data["plans"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not an estimates file of icl-gd reproduce ({exc})") from None
+
+
+@lru_cache(maxsize=None)
+def _kept(path: Path) -> dict[str, SeedCost]:
+    return _read(path)
+
+
+def seed_cost(plan_name: str, path: Path = ESTIMATES) -> SeedCost:
+    """The kept cost of the plan named ``plan_name`` (``UNMEASURED`` when none is kept)."""
+    return _kept(Path(path)).get(plan_name, UNMEASURED)
+
+
+def write_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
+    """Write ``costs`` (plan name -> cost) as an estimates file (atomically)."""
+    write_json(Path(path), {"_about": about, "plans": {k: asdict(v) for k, v in sorted(costs.items())}})
+
+
+def merge_into_kept(measured: Path, kept: Path = ESTIMATES) -> list[str]:
+    """Merge the plans ``measured`` (a reproduction's estimates.json) holds into ``kept`` (the package's file): a
+    measured figure replaces the kept one, and a figure the reproduction did not measure (e.g. ``--quick``'s after
+    a full run) is kept. Returns the plans updated."""
+    new, old = _read(measured), _read(kept)
+    about = json.loads(Path(kept).read_text())["_about"]
+    merged = dict(old)
+    for name, cost in new.items():
+        base = old.get(name, UNMEASURED)
+        fields = {f: getattr(base, f) if getattr(cost, f) is None else getattr(cost, f)
+                  for f in ("first_seed_s", "later_seed_s", "quick_seed_s")}
+        merged[name] = SeedCost(**fields, measured=cost.measured)
+    write_costs(kept, merged, about)
+    _kept.cache_clear()
+    return sorted(new)

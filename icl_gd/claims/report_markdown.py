@@ -1,0 +1,167 @@
+"""The reproduction report in Markdown: ``report.md`` and the claims page's generated block (``docs/claims.md``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from icl_gd.claims.claim import Kind
+from icl_gd.claims.departures import DEPARTURES, Departure
+from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, SECTION_INTRO, SECTIONS, ClaimResult, Section, authors_text,
+                                   claims_summary, construction_checks, paper_headline, primaries, summary_line,
+                                   threshold_text, value_text, variants)
+
+
+def figures_of(results: Sequence[ClaimResult], paper: str) -> list[tuple[str, Path]]:
+    """(caption, path) of every existing figure the paper's claims name, each once."""
+    figures: list[tuple[str, Path]] = []
+    for result in results:
+        if result.claim.paper != paper or not result.run_dirs:
+            continue
+        for name in result.claim.figures:
+            path = Path(result.run_dirs[0]) / name
+            if path.is_file() and path not in [p for _, p in figures]:
+                figures.append((f"{result.claim.id}: {Path(result.run_dirs[0]).name}/{name}", path))
+    return figures
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+_TABLE_HEAD = ["| claim | location | statement (*the paper's words*) | measured | threshold (source) | verdict | "
+               "authors' code |", "|---|---|---|---|---|---|---|"]
+
+
+def _md_row(r: ClaimResult, links: PageLinks, link_runs: bool, variant: bool = False) -> str:
+    runs = links.runs(r)
+    claim = f"[{r.claim.id}]({runs[0]})" if link_runs and runs else f"`{r.claim.id}`"
+    claim = f"↳ {claim} (variant)" if variant else claim
+    verdict = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
+    quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not variant else ""
+    follows = f" <br>set-up: {_md(r.claim.follows)}" if r.claim.follows.startswith("our reading") else ""
+    details = f" <br>{_md(r.details)}" if r.details else ""
+    return (f"| {claim} | {r.claim.author}, {_md(r.claim.location)} | {_md(r.claim.statement)}{quote}{follows} | "
+            f"{value_text(r)} <br>*{_md(r.claim.measures)}*{details} | {threshold_text(r)} "
+            f"<br>({_md(r.claim.threshold_source)}) | {verdict} | {_md(authors_text(r))} |")
+
+
+def claims_table_markdown(results: Sequence[ClaimResult], links: PageLinks, link_runs: bool = True,
+                          members: Sequence[ClaimResult] | None = None) -> str:
+    """One row per claim (``members``, default every claim once): location, statement and quote, our value,
+    threshold and its source, our verdict, the authors' code's values with their verdict and the agreement; each
+    variant as a sub-row under its claim."""
+    lines = list(_TABLE_HEAD)
+    for r in primaries(results) if members is None else members:
+        lines.append(_md_row(r, links, link_runs))
+        lines += [_md_row(v, links, link_runs, variant=True) for v in variants(r, results)]
+    return "\n".join(lines)
+
+
+def construction_table_markdown(results: Sequence[ClaimResult]) -> str:
+    lines = ["| check | location | statement | measured | threshold | verdict |", "|---|---|---|---|---|---|"]
+    for r in construction_checks(results):
+        verdict = f"{r.verdict.value}" + (f" ({_md(r.note)})" if r.note else "")
+        lines.append(f"| `{r.claim.id}` | {r.claim.author}, {_md(r.claim.location)} | "
+                     f"{_md(r.claim.statement)} | {value_text(r)} <br>*{_md(r.claim.measures)}* | "
+                     f"{threshold_text(r)} | {verdict} |")
+    return "\n".join(lines)
+
+
+def departures_of(paper: str) -> list[Departure]:
+    return [d for d in DEPARTURES if d.paper == paper]
+
+
+CHECKS_INTRO = ("Identities of icl-gd's own code (`icl-gd verify`'s float64 checks and the dual forms of trained "
+                 "networks): checked on every run, not counted among the claims.")
+VARIANTS = ("A sub-row (↳) tests the same sentence another way (e.g. against a reference tuned otherwise); the "
+             "claim's own row carries its verdict, which the counts use.")
+
+
+def _section_markdown(section: Section, results: Sequence[ClaimResult], links: PageLinks, link_runs: bool,
+                      heading: str = "##") -> list[str]:
+    members = section.members(results)
+    if not members:
+        return []
+    if section.paper:
+        line = paper_headline(results, section.paper)
+    else:
+        line = summary_line(members, "check" if section.kind is Kind.OURS else "claim")
+    parts = [f"{heading} {section.title}", "", f"**{line}.**", ""]
+    if section.key in SECTION_INTRO:
+        parts += [SECTION_INTRO[section.key], ""]
+    return parts + [claims_table_markdown(results, links, link_runs, members), ""]
+
+
+def render_markdown(results: Sequence[ClaimResult], header: ReportHeader, links: PageLinks) -> str:
+    parts = ["# Does icl-gd reproduce the papers?", "",
+             f"**{claims_summary(results)}.**" + (" (`--quick` budget: claims that need the full budget are "
+                                                   "inconclusive by design.)" if header.quick else ""), "",
+             f"Produced by `{header.command}` at commit `{header.commit}` on {header.date} "
+             f"({header.wall_s / 60:.1f} min{runs_text(header)}){rejudged_text(header)}.", "",
+             f"The authors' code column: {AGREEMENT_RULE}. {VARIANTS}", "",
+             "The papers' figures beside ours, with their claims: [figures.md](figures.md).", ""]
+    if header.failed_runs:
+        parts += ["Failed runs:", *[f"- {f}" for f in header.failed_runs], ""]
+    for section in SECTIONS:
+        section_parts = _section_markdown(section, results, links, True)
+        if not section_parts:
+            continue
+        parts += section_parts
+        if section.paper:
+            for caption, path in figures_of(results, section.paper):
+                parts += [f"![{caption}]({links.below(path)})",
+                          f"*{caption}*", ""]
+            departures = departures_of(section.paper)
+            if departures:
+                parts += ["Departures from the paper's set-up:", "", "| study | key | paper | ours | why |",
+                          "|---|---|---|---|---|"]
+                parts += [f"| {d.study} | {d.key} | {d.paper_value} | {d.ours} | {d.why} |" for d in departures]
+                parts.append("")
+    if construction_checks(results):
+        parts += ["## Construction checks", "", CHECKS_INTRO, "", construction_table_markdown(results), ""]
+    return "\n".join(parts)
+
+
+README_CLAIMS_JSON = Path("claims-table.json")
+
+
+def readme_claims_json(readme: Path) -> Path:
+    return Path(readme).parent / README_CLAIMS_JSON
+
+
+README_START = "<!-- claims-table:start (written by icl-gd reproduce --update-table; do not edit by hand) -->"
+README_END = "<!-- claims-table:end -->"
+
+
+def runs_text(header: ReportHeader) -> str:
+    return f"; {header.runs_measured}" if header.runs_measured else ""
+
+
+def rejudged_text(header: ReportHeader) -> str:
+    return f"; verdicts decided again from its claims.json by {header.rejudged}" if header.rejudged else ""
+
+
+# Where ``--update-table PAGE`` keeps the table's claims.json (per-seed values): beside the page, so ``--rejudge``
+# can redo the authors' code column when their records grow, without the runs.
+def readme_block(results: Sequence[ClaimResult], header: ReportHeader, page: str = "docs/claims.md") -> str:
+    """The claims page's generated block (``docs/claims.md``): provenance, summary line, the claims table and the
+    construction checks' (no run links: the runs live in the report's directory, not in the repository)."""
+    budget = " (`--quick` budget: claims that need the full budget are inconclusive by design)" if header.quick else ""
+    data = README_CLAIMS_JSON.as_posix()
+    runs = f" ({header.runs_measured})" if header.runs_measured else ""
+    lines = [README_START, "", f"Generated by `{header.command}` at commit `{header.commit}` on {header.date}{budget}"
+             f"{runs}{rejudged_text(header)}. Per-seed values: [{data}]({data}) (`icl-gd reproduce --rejudge "
+             f"{Path(page).parent.as_posix()}/{data} --update-table {page}` decides the verdicts again from them, "
+             "against today's records of the authors' code).",
+             "", f"**{claims_summary(results)}.**", "", f"The authors' code column: {AGREEMENT_RULE}. {VARIANTS}", ""]
+    for section in SECTIONS:
+        lines += _section_markdown(section, results, PageLinks(Path(".")), False, heading="###")
+    if construction_checks(results):
+        lines += [CONSTRUCTION_HEADING, "", CHECKS_INTRO, "", construction_table_markdown(results), ""]
+    return "\n".join(lines + [README_END])
+
+
+CONSTRUCTION_HEADING = "### Construction checks"
+
+

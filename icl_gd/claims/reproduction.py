@@ -1,0 +1,210 @@
+"""A reproduction of the papers' claims: the selected claims at one budget, their runs under one folder, and four
+verbs: ``plan()`` (which runs, their estimates), ``run()`` (hand the runs to the sweep), ``judge()`` (verdicts from
+the finished runs; ``Judgement.rejudged`` decides them again from a kept claims.json) and ``Judgement.report()``
+(report.md / .html, claims.json, the figures gallery, the claims page's table).
+
+    >>> r = Reproduction.of(Path("out"), only=["vo-prop1-exact"], quick=True)  # doctest: +SKIP
+    >>> r.plan(workers=2).lines("--quick", "local")                             # doctest: +SKIP
+    >>> r.judge(r.run(REGISTRY, all_checks)).report(out=r.root)                # doctest: +SKIP
+
+The ``verify`` pseudo-study (every float64 identity of ``icl-gd verify``) runs in this process in seconds and is
+written like a run (``ROOT/runs/verify/metrics.json``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shlex
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from icl_gd.claims.claim import Claim
+from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
+from icl_gd.claims.estimates import write_costs
+from icl_gd.claims.evidence import seed_evidence
+from icl_gd.claims.plan import (VERIFY_DIR, Plan, figure_runs, needs_verify, plan_dirs, require_figure_choice,
+                                run_order, select_claims)
+from icl_gd.claims.report import Judgement, ReportHeader
+from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
+from icl_gd.core.errors import ConfigError, ICLGDError
+from icl_gd.core.provenance import source_commit
+from icl_gd.core.results import write_json
+from icl_gd.core.study import StudyRegistry
+
+Checks = Callable[[], Iterable[Any]]  # the construction identities (``constructions.verify.all_checks``)
+BACKENDS = ("local", "ray")
+
+
+def current_commit() -> str:
+    """The source tree's commit, uncached: the tree may change between calls of one process (tests, notebooks)."""
+    source_commit.cache_clear()
+    return source_commit()
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the runs are executed: the sweep's backend (``local`` or ``ray``, at ``address``), parallel
+    ``workers`` (default: the cores over ``threads``), each run's ``threads`` (default 1), its device, progress,
+    and which runs draw figures (``first``, ``all``, ``none``: ``plan.figure_runs``)."""
+
+    backend: str = "local"
+    workers: int | None = None
+    address: str | None = None
+    device: str = "cpu"
+    threads: int | None = None
+    progress: bool = True
+    figures: str = "first"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"--backend {self.backend!r} is not a backend (use {' or '.join(BACKENDS)})")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"--workers must be a positive integer, got {self.workers}")
+        require_figure_choice(self.figures)
+
+    @property
+    def worker_count(self) -> int:
+        return self.workers or max(1, (os.cpu_count() or 1) // (self.threads or 1))
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What ``Reproduction.run`` did: the runs that failed (run directory name -> error) and its wall seconds."""
+
+    failures: dict[str, str]
+    wall_s: float
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """The selected ``claims`` at the ``quick`` or full budget, their runs and report under ``root``."""
+
+    claims: tuple[Claim, ...]
+    root: Path
+    quick: bool = False
+    execution: Execution = Execution()
+
+    @classmethod
+    def of(cls, root: Path | None, only: Sequence[str] | str | None = None, quick: bool = False,
+           execution: Execution = Execution()) -> Reproduction:
+        """The claims named in ``only`` (ids, or one comma-separated string; all when None), under ``root``."""
+        if root is None:
+            raise ConfigError("--out DIR is required (where the runs and the report go)")
+        if isinstance(only, str):
+            ids = [i.strip() for i in only.split(",") if i.strip()]
+            if not ids:
+                raise ConfigError(f"--only {only!r} names no claim")
+            only = ids
+        return cls(select_claims(only), Path(root), quick, execution)
+
+    @property
+    def budget(self) -> str:
+        return "--quick" if self.quick else "full"
+
+    def plan(self, workers: int | None = None) -> Plan:
+        """The runs these claims need, each with what its directory already holds (read once)."""
+        return Plan.of(self.claims, self.quick, self.root, workers or self.execution.worker_count)
+
+    def run(self, registry: StudyRegistry, checks: Checks, echo: Callable[[str], None] = print) -> RunOutcome:
+        """Run what the claims need (finished runs are reused) through the sweep, and the verify identities; write
+        what the finished runs measured to ``ROOT/estimates.json``."""
+        from icl_gd.platform.sweep import run_sweep
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not os.access(self.root, os.W_OK):
+            raise ConfigError(f"--out {self.root} is not writable")
+        started, e = time.perf_counter(), self.execution
+        if needs_verify(self.claims):
+            run_verify(self.root, checks)
+        plan = self.plan()
+        failures: dict[str, str] = {}
+        if plan.runs:
+            records = run_sweep([p.spec for p in run_order(plan.runs)], self.root, registry=registry,
+                                backend=e.backend, workers=e.workers, address=e.address, device=e.device,
+                                progress=e.progress, threads=e.threads,
+                                figures=figure_runs(self.claims, self.quick, e.figures))
+            for record in records:
+                if record.status == "failed":
+                    failures[Path(record.run_dir).name] = record.error or "unknown error"
+                    echo(f"icl-gd: run {Path(record.run_dir).name} failed: {record.error}")
+        how = f"`{self.command}` at commit {current_commit()} on {utc_now()}, {e.worker_count} workers"
+        write_costs(self.root / ESTIMATES_FILE, self.plan().measured_costs(self.quick, how),
+                    "CPU seconds a seed, as this reproduction's finished runs measured them (icl_gd.claims.estimates)")
+        return RunOutcome(failures, time.perf_counter() - started)
+
+    def judge(self, outcome: RunOutcome | None = None) -> Judgement:
+        """Every claim's verdict from the runs under ``ROOT/runs`` (a run without metrics.json, or failed in
+        ``outcome``, makes its claims inconclusive with the reason)."""
+        failures = outcome.failures if outcome else {}
+        results = judge(self.claims, self.root, self.quick, failures)
+        header = ReportHeader(command=self.command, commit=current_commit(), date=utc_now(), quick=self.quick,
+                              wall_s=outcome.wall_s if outcome else 0.0,
+                              failed_runs=tuple(f"{k}: {v}" for k, v in failures.items()),
+                              runs_measured=self.plan().measured_text())
+        return Judgement(results, header)
+
+    @property
+    def command(self) -> str:
+        """The command that reproduces this reproduction (for the report's provenance)."""
+        every = {c.id for c in select_claims(None)}
+        only = [] if {c.id for c in self.claims} == every else ["--only", shlex.quote(",".join(c.id for c in
+                                                                                                self.claims))]
+        e = self.execution
+        return " ".join(["icl-gd reproduce --out", shlex.quote(str(self.root)), *(["--quick"] if self.quick else []),
+                         *(["--figures", e.figures] if e.figures != "first" else []), *only,
+                         *(["--backend", e.backend] if e.backend != "local" else [])])
+
+
+def run_verify(root: Path, checks: Checks) -> Path:
+    """Run every `icl-gd verify` identity (``checks()``) and write ``runs/verify/metrics.json`` (mean: name ->
+    errors)."""
+    out = root / "runs" / VERIFY_DIR
+    if (out / "metrics.json").is_file():
+        return out
+    errors = {}
+    for check in checks():
+        try:
+            result = check.run()
+        except ICLGDError as exc:  # a broken construction fails its claims; it does not stop the report
+            errors[check.name] = {"max_abs_error": float("inf"), "max_rel_error": float("inf"), "tolerance": 1.0,
+                                  "passed": False, "error": str(exc)}
+            continue
+        errors[check.name] = {"max_abs_error": result.max_abs_error, "max_rel_error": result.max_rel_error,
+                              "tolerance": result.tolerance, "passed": result.passed}
+    write_json(out / "metrics.json", {"mean": errors})
+    return out
+
+
+def judge(claims: Sequence[Claim], root: Path, quick: bool, failures: dict[str, str] | None = None
+          ) -> tuple[ClaimResult, ...]:
+    """Every claim's verdict from the run directories under ``root/runs`` (``judge_claim``)."""
+    return tuple(judge_claim(c, root, quick, failures or {}) for c in claims)
+
+
+def judge_claim(claim: Claim, root: Path, quick: bool, failures: dict[str, str]) -> ClaimResult:
+    """One claim's verdict from its runs under ``root/runs``."""
+    per_plan = plan_dirs(claim, root, quick)
+    for d in (d for dirs in per_plan for d in dirs):
+        missing = (f"run {d.name} failed: {failures[d.name]}" if d.name in failures else
+                   "" if (d / "metrics.json").is_file() else f"run {d.name} has no metrics.json")
+        if missing:
+            return ClaimResult(claim, Verdict.INCONCLUSIVE, None, missing, tuple(d for ds in per_plan for d in ds),
+                               quick=quick)
+    return evaluate_claim(claim, seed_evidence(per_plan), quick)
+
+
+def judged_later(judgement: Judgement, source: Path) -> Judgement:
+    """``judgement`` marked as decided again now, from ``source`` (a kept claims.json)."""
+    rejudged = f"`icl-gd reproduce --rejudge {shlex.quote(str(source))}` at commit `{current_commit()}` on {utc_now()}"
+    return replace(judgement, header=replace(judgement.header, rejudged=rejudged))
+
+
+__all__ = ["Execution", "Reproduction", "RunOutcome", "judge", "judged_later", "run_verify"]

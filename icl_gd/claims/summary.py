@@ -1,0 +1,244 @@
+"""What the report says of each claim and of each paper, in the words every format shares: a claim's value,
+threshold and the authors' code's column, the sections and counts of the headline (``claims.json``'s summary)."""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from icl_gd.claims.authors import Agreement, AuthorsValue, Comparison, agreement, authors_values, compared
+from icl_gd.claims.claim import Kind
+from icl_gd.claims.departures import IRIE, VON_OSWALD
+from icl_gd.claims.formatting import format_value
+from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
+
+
+@dataclass(frozen=True)
+class ReportHeader:
+    command: str
+    commit: str
+    date: str
+    quick: bool
+    wall_s: float
+    failed_runs: tuple[str, ...] = ()
+    # set when the verdicts were decided again from an earlier run's claims.json (``--rejudge``): by which command,
+    # at which commit and when; command, commit, date and wall_s above are then that earlier run's
+    rejudged: str = ""
+    # what the runs themselves measured (their timings.json), e.g. "91 runs: 812 CPU min, ...": a call that reuses
+    # finished runs takes seconds (wall_s), so the budget's cost is this line
+    runs_measured: str = ""
+
+
+def _spread_text(spread: Spread) -> str:
+    if len(spread.values) == 1:
+        return f"{format_value(spread.values[0])} (1 seed)"
+    if not all(math.isfinite(v) for v in spread.values):
+        return (f"{', '.join(format_value(v) for v in spread.values)} ({len(spread.values)} seeds, in seed order; "
+                "no mean: a value is not finite)")
+    if spread.on_log_scale:  # geometric mean ×/÷ geometric std
+        text = (f"{format_value(spread.mean)} ×/÷ {format_value(math.exp(spread.std))} "
+                f"({len(spread.values)} seeds, geometric")
+    else:
+        text = f"{format_value(spread.mean)} ± {format_value(spread.std)} ({len(spread.values)} seeds"
+    interval = spread.interval
+    if interval is not None:
+        text += f", 95% CI [{format_value(interval[0])}, {format_value(interval[1])}]"
+    return text + ")"
+
+
+def value_text(result: ClaimResult) -> str:
+    """``mean ± std (n seeds, 95% CI [lo, hi])`` (geometric ``mean ×/÷ factor`` for log-scale statistics), or the
+    one value and its seed count, or ``-`` when nothing was measured. When a seed's value is not finite (a roll-out
+    that diverged) there is no mean to show: the per-seed values instead, so a reader sees which seeds. Seeds whose
+    training failed are left out of the summary and listed after it."""
+    if result.spread is None:
+        return "-"
+    if not result.failed_seeds:
+        return _spread_text(result.spread)
+    kept = result.kept
+    left = ", ".join(f"seed {i} {format_value(result.spread.values[i])}" for i, _ in result.failed_seeds)
+    return (_spread_text(kept) if kept else "no trained seed") + f"; left out, training failed: {left}"
+
+
+def threshold_text(result: ClaimResult) -> str:
+    return f"{result.claim.direction.value} {format_value(result.claim.threshold)}"
+
+
+def claims_only(results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The papers' claims, ours and beyond the papers, without the construction checks."""
+    return [r for r in results if not r.claim.is_construction]
+
+
+def construction_checks(results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    return [r for r in results if r.claim.is_construction]
+
+
+def primaries(results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """Each claim once: the claims that are not a variant of another present in ``results``."""
+    present = {r.claim.id for r in results}
+    return [r for r in claims_only(results) if r.claim.variant_of not in present]
+
+
+def variants(result: ClaimResult, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    return [r for r in results if r.claim.variant_of == result.claim.id]
+
+
+def _counts(results: Sequence[ClaimResult]) -> dict[str, int]:
+    return {v.value: sum(r.verdict is v for r in results) for v in Verdict}
+
+
+def summary_line(results: Sequence[ClaimResult], noun: str = "claim") -> str:
+    counts = _counts(results)
+    text = (f"{len(results)} {noun}{'s' if len(results) != 1 else ''}: {counts['holds']} hold, "
+            f"{counts['fails']} fail, {counts['inconclusive']} inconclusive")
+    return text + (f", {counts['no valid reference']} no valid reference" if counts["no valid reference"] else "")
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report: a paper's claims (``kind`` paper), ours, or beyond the papers."""
+
+    key: str
+    title: str
+    kind: Kind
+    paper: str | None = None
+
+    def members(self, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+        """The section's claims, each once (variants are sub-rows of theirs)."""
+        return [r for r in primaries(results) if r.claim.kind is self.kind
+                and (self.paper is None or r.claim.paper == self.paper)]
+
+
+SECTIONS = (Section("von-oswald", VON_OSWALD, Kind.PAPER, VON_OSWALD), Section("irie", IRIE, Kind.PAPER, IRIE),
+            Section("ours", "Our own checks", Kind.OURS), Section("beyond", "Beyond the papers", Kind.BEYOND))
+SECTION_INTRO = {
+    "ours": "Checks the papers do not make (our controls, our extensions, our readings of a set-up the paper does "
+            "not use): outside the papers' counts.",
+    "beyond": "Statements of later work (quoted, with their paper) or ours beyond both papers: outside the papers' "
+              "counts."}
+
+
+def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
+    """One paper's headline: its claims (each sentence once) by verdict; of those with the authors' code run at the
+    claim's set-up, how many reach the same verdict in both; which fail in both, only in icl-gd, only in theirs."""
+    members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
+    run = [(r, comparison(r)[1]) for r in members if compared(comparison(r)[0]) and r.at_full_setup]
+    ours_fail = {r.claim.id for r, _ in run if r.verdict is Verdict.FAILS}
+    theirs_fail = {r.claim.id for r, c in run if c.verdict is Verdict.FAILS}
+    order = [r.claim.id for r, _ in run]
+    return {"claims": len(members), **_counts(members), "authors_code_run": len(run),
+            "same_verdict": sum(r.verdict is c.verdict for r, c in run),
+            "fails_in_both": [i for i in order if i in ours_fail & theirs_fail],
+            "fails_only_in_icl_gd": [i for i in order if i in ours_fail - theirs_fail],
+            "fails_only_in_theirs": [i for i in order if i in theirs_fail - ours_fail]}
+
+
+def paper_headline(results: Sequence[ClaimResult], paper: str) -> str:
+    """``paper_summary`` as a sentence."""
+    s = paper_summary(results, paper)
+    members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
+    total, counts = summary_line(members).split(": ", 1)
+    text = f"{total} judged: {counts}"
+    if s["authors_code_run"]:
+        text += (f"; the authors' code run for {s['authors_code_run']}: the same verdict in {s['same_verdict']}")
+        lists = [("fail in both codes", s["fails_in_both"]), ("fail only in icl-gd", s["fails_only_in_icl_gd"]),
+                 ("fail only in theirs", s["fails_only_in_theirs"])]
+        text += "".join(f"; {name}: {', '.join(ids) if ids else 'none'}" for name, ids in lists)
+    return text
+
+
+def claims_summary(results: Sequence[ClaimResult]) -> str:
+    """The headline: each paper's claims (each sentence once), then ours and beyond the papers, then the
+    construction checks, each counted on its own."""
+    parts = []
+    for section in SECTIONS:
+        members = section.members(results)
+        if not members:
+            continue
+        if section.paper:
+            total, counts = summary_line(members).split(": ", 1)
+            parts.append(f"{section.title}: {total} judged: {counts}")
+        else:
+            parts.append(f"{section.title}: {summary_line(members, 'check' if section.kind is Kind.OURS else 'claim')}")
+    checks = construction_checks(results)
+    if checks:
+        parts.append(summary_line(checks, "construction check"))
+    return "; ".join(parts) if parts else summary_line([])
+
+
+def comparison(result: ClaimResult) -> tuple[AuthorsValue | None, Comparison]:
+    """Their record and the agreement with it; runs at another set-up than the record's (``--quick``'s, another
+    data set among them) are not compared with it."""
+    theirs = authors_values().get(result.claim.id)
+    if theirs is not None and not result.at_full_setup:
+        return theirs, Comparison(Agreement.NOT_RUN, "these --quick runs are not the set-up of their recorded run "
+                                                     "(the full budget's)")
+    return theirs, agreement(result.claim, result.spread, theirs, [i for i, _ in result.failed_seeds])
+
+
+def their_values(theirs: AuthorsValue) -> str:
+    values = ", ".join(format_value(v) for v in theirs.values)
+    seeds = theirs.provenance.get("seeds", [])
+    return f"{values} (seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))})"
+
+
+def authors_text(result: ClaimResult) -> str:
+    """Their values (per seed), their verdict under the claim's rule and the agreement verdict with its reason."""
+    theirs, compared_ = comparison(result)
+    if theirs is None or not theirs.values:
+        return compared_.agreement.value
+    if compared_.verdict is None:
+        return f"{their_values(theirs)}: {compared_.agreement.value}"
+    verdict = compared_.verdict.value + (f" ({compared_.verdict_note})" if compared_.verdict_note else "")
+    return (f"{their_values(theirs)}: theirs {verdict}; {compared_.agreement.value}"
+            + (f" ({compared_.note})" if compared_.note else ""))
+
+
+def summary_json(results: Sequence[ClaimResult]) -> dict:
+    """``claims.json``'s summary: the headline, each paper's counts (``by_paper``), ours, beyond, the checks."""
+    return {"text": claims_summary(results),
+            "by_paper": {s.paper: paper_summary(results, s.paper) for s in SECTIONS
+                         if s.paper and s.members(results)},
+            "ours": {"claims": len(m := SECTIONS[2].members(results)), **_counts(m)},
+            "beyond": {"claims": len(m := SECTIONS[3].members(results)), **_counts(m)},
+            "variants": len(claims_only(results)) - len(primaries(results)),
+            "construction_checks": {"checks": len(c := construction_checks(results)), **_counts(c)}}
+
+
+AGREEMENT_RULE = ("their verdict: the claim's rule on their seeds; agrees / differs: whether the 95% interval of "
+                  "the difference between our seeds' mean and the authors' code's (pooled two-sample t; log scale for "
+                  "ratios) contains 0 or lies within the claim's margin; a value that is not finite on either side "
+                  "differs; seeds whose training failed (the claim's declared test) are left out of both; cannot "
+                  "tell: fewer than three values in all, outside the margin, or a NaN; not run: no record of their "
+                  "code at this claim's set-up (icl_gd/claims/authors_values.json)")
+
+
+
+
+@dataclass(frozen=True)
+class PageLinks:
+    """How a page written into ``folder`` names the runs' files: relative to the folder where they lie below it
+    (``below``, ``runs``: the report's run links), or by a relative path that may climb out of it (``to``: the
+    gallery's figures)."""
+
+    folder: Path
+
+    def below(self, path: Path) -> str:
+        path = Path(path)
+        return path.relative_to(self.folder).as_posix() if path.is_relative_to(self.folder) else str(path)
+
+    def to(self, path: Path) -> str:
+        return Path(os.path.relpath(Path(path).resolve(), Path(self.folder).resolve())).as_posix()
+
+    def runs(self, result: ClaimResult) -> list[str]:
+        """The result's run directories, each once, in order."""
+        return list(dict.fromkeys(self.below(d) for d in result.run_dirs))
+
+
+def embedded_png(path: Path) -> str:
+    """A PNG file as a ``data:`` URI, so an HTML page carries its figures with it."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
