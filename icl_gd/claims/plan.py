@@ -149,7 +149,8 @@ def packed_s(durations: Sequence[float], workers: int) -> float:
     return max(loads)
 
 
-def _minutes(seconds: float) -> str:
+def minutes_text(seconds: float) -> str:
+    """Minutes, one decimal under ten."""
     minutes = seconds / 60
     return f"{minutes:.1f}" if minutes < 10 else f"{minutes:.0f}"
 
@@ -240,8 +241,8 @@ class Plan:
         timed = [r for r in done if r.wall_s is not None]
         parts = []
         if timed:
-            parts.append(f"{len(timed)} of {len(self.runs)} runs timed: {_minutes(sum(r.cpu_s or 0 for r in timed))} "
-                         f"CPU min, {_minutes(sum(r.wall_s for r in timed))} min of wall time summed over runs")
+            parts.append(f"{len(timed)} of {len(self.runs)} runs timed: {minutes_text(sum(r.cpu_s or 0 for r in timed))} "
+                         f"CPU min, {minutes_text(sum(r.wall_s for r in timed))} min of wall time summed over runs")
         commits = Counter(r.commit for r in done)
         parts.append("their source: " + ", ".join(
             f"{'commit ' if i == 0 and c != 'not recorded' else ''}{c} ({n} run{'s' if n != 1 else ''})"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from icl_gd.core.errors import ConfigError, DatasetNotFoundError
 from icl_gd.core.study import StudyRegistry, resolve_study_config
-from icl_gd.claims.plan import Plan, PlannedRun, packed_s, plan_key
+from icl_gd.claims.plan import Plan, PlannedRun, minutes_text, packed_s, plan_key
 from icl_gd.platform.floor import Peak, WorkFlops, seed_flops, seed_floor_s, training_flops
 
 
@@ -97,20 +97,14 @@ def floor_lines(floors: Sequence[PlanFloor], peak: Peak, workers: int, threads: 
     modelled = [(e, fl) for e, fl in runs if fl is not None]
     estimate, floor = [e for e, _ in runs], [fl for _, fl in modelled]
     missing = sum(1 for f in floors if f.flops is None)
-    lines.append(f"totals over {len(runs)} runs: estimate {_total(sum(estimate))} CPU min, "
-                 f"{_total(packed_s(estimate, workers))} min wall on {workers} workers; products floor "
-                 f"{_total(sum(floor))} CPU min, {_total(packed_s([s / threads for s in floor], workers))} min wall "
+    lines.append(f"totals over {len(runs)} runs: estimate {minutes_text(sum(estimate))} CPU min, "
+                 f"{minutes_text(packed_s(estimate, workers))} min wall on {workers} workers; products floor "
+                 f"{minutes_text(sum(floor))} CPU min, {minutes_text(packed_s([s / threads for s in floor], workers))} min wall "
                  f"on {workers} workers"
                  + (f" ({missing} plan{'s' if missing != 1 else ''} with no model count{'s' if missing == 1 else ''} "
                     f"nothing)" if missing else ""))
     if modelled:
         modelled_estimate = sum(e for e, _ in modelled)
-        lines.append(f"  the plans with a model: estimate {_total(modelled_estimate)} CPU min against a floor of "
-                     f"{_total(sum(floor))} ({modelled_estimate / max(sum(floor), 1e-9):.1f}x)")
+        lines.append(f"  the plans with a model: estimate {minutes_text(modelled_estimate)} CPU min against a floor of "
+                     f"{minutes_text(sum(floor))} ({modelled_estimate / max(sum(floor), 1e-9):.1f}x)")
     return lines + [f"  {f.name}: no model counted here: {f.unbuilt}" for f in floors if f.unbuilt is not None]
-
-
-def _total(seconds: float) -> str:
-    """Minutes: one decimal under ten."""
-    minutes = seconds / 60
-    return f"{minutes:.1f}" if minutes < 10 else f"{minutes:.0f}"
