@@ -46,9 +46,10 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
     """Plan, run, judge and report; 0 when every run finished, 1 when one failed."""
     if table is not None:
         check_table_page(table)  # before anything runs
-    for line in reproduction.plan().lines(reproduction.budget, reproduction.execution.backend):
+    plan = reproduction.plan()
+    for line in plan.lines(reproduction.budget, reproduction.execution.backend):
         echo(line)
-    outcome = reproduction.run(registry, checks, echo)
+    outcome = reproduction.run(registry, checks, echo, plan)
     judgement = reproduction.judge(outcome)
     written = judgement.report(reproduction.root, table)
     if update_estimates:

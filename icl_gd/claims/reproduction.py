@@ -76,11 +76,13 @@ class Execution:
 
 
 @dataclass(frozen=True)
-class RunOutcome:
-    """What ``Reproduction.run`` did: the runs that failed (run directory name -> error) and its wall seconds."""
+class FinishedRuns:
+    """What ``Reproduction.run`` did: the runs that failed (run directory name -> error), its wall seconds, and the
+    plan as the runs left it (each run directory read once after the sweep)."""
 
     failures: dict[str, str]
     wall_s: float
+    plan: Plan
 
 
 @dataclass(frozen=True)
@@ -113,9 +115,11 @@ class Reproduction:
         """The runs these claims need, each with what its directory already holds (read once)."""
         return Plan.of(self.claims, self.quick, self.root, workers or self.execution.worker_count)
 
-    def run(self, registry: StudyRegistry, checks: Checks, echo: Callable[[str], None] = print) -> RunOutcome:
+    def run(self, registry: StudyRegistry, checks: Checks, echo: Callable[[str], None] = print,
+            plan: Plan | None = None) -> FinishedRuns:
         """Run what the claims need (finished runs are reused) through the sweep, and the verify identities; write
-        what the finished runs measured to ``ROOT/estimates.json``."""
+        what the finished runs measured to ``ROOT/estimates.json``. ``plan``: this reproduction's plan if already
+        made (e.g. printed), else made here."""
         from icl_gd.platform.sweep import run_sweep
 
         self.root.mkdir(parents=True, exist_ok=True)
@@ -124,7 +128,7 @@ class Reproduction:
         started, e = time.perf_counter(), self.execution
         if needs_verify(self.claims):
             run_verify(self.root, checks)
-        plan = self.plan()
+        plan = plan or self.plan()
         failures: dict[str, str] = {}
         if plan.runs:
             records = run_sweep([p.spec for p in run_order(plan.runs)], self.root, registry=registry,
@@ -136,11 +140,12 @@ class Reproduction:
                     failures[Path(record.run_dir).name] = record.error or "unknown error"
                     echo(f"icl-gd: run {Path(record.run_dir).name} failed: {record.error}")
         how = f"`{self.command}` at commit {current_commit()} on {utc_now()}, {e.worker_count} workers"
-        write_costs(self.root / ESTIMATES_FILE, self.plan().measured_costs(self.quick, how),
+        after = self.plan()
+        write_costs(self.root / ESTIMATES_FILE, after.measured_costs(self.quick, how),
                     "CPU seconds a seed, as this reproduction's finished runs measured them (icl_gd.claims.estimates)")
-        return RunOutcome(failures, time.perf_counter() - started)
+        return FinishedRuns(failures, time.perf_counter() - started, after)
 
-    def judge(self, outcome: RunOutcome | None = None) -> Judgement:
+    def judge(self, outcome: FinishedRuns | None = None) -> Judgement:
         """Every claim's verdict from the runs under ``ROOT/runs`` (a run without metrics.json, or failed in
         ``outcome``, makes its claims inconclusive with the reason)."""
         failures = outcome.failures if outcome else {}
@@ -148,7 +153,7 @@ class Reproduction:
         header = ReportHeader(command=self.command, commit=current_commit(), date=utc_now(), quick=self.quick,
                               wall_s=outcome.wall_s if outcome else 0.0,
                               failed_runs=tuple(f"{k}: {v}" for k, v in failures.items()),
-                              runs_measured=self.plan().measured_text())
+                              runs_measured=(outcome.plan if outcome else self.plan()).measured_text())
         return Judgement(results, header)
 
     @property
@@ -207,4 +212,4 @@ def judged_later(judgement: Judgement, source: Path) -> Judgement:
     return replace(judgement, header=replace(judgement.header, rejudged=rejudged))
 
 
-__all__ = ["Execution", "Reproduction", "RunOutcome", "judge", "judged_later", "run_verify"]
+__all__ = ["Execution", "Reproduction", "FinishedRuns", "judge", "judged_later", "run_verify"]
