@@ -35,9 +35,27 @@ class RunPlan:
     quick_overrides: tuple[str, ...] = ()
     quick_seeds: int | None = None
     quick_preset: str | None = None  # None: the same preset under --quick
+    max_seeds: int | None = None  # None: ``seeds``; more seeds are run while a claim of the plan is unsettled
+    # Why every seed is scored on the same test tasks ("": each seed draws its own, ``test_seed`` = 2023 + seed)
+    shared_draw: str = ""
+
+    def __post_init__(self) -> None:
+        if self.seeds < 1 or self.seed_limit < self.seeds:
+            raise ConfigError(f"plan {self.name}: seeds must be at least 1 and max_seeds at least seeds, got "
+                              f"{self.seeds} and {self.max_seeds}")
+
+    @property
+    def seed_limit(self) -> int:
+        """The most seeds a full-budget reproduction runs while a claim of this plan is unsettled."""
+        return self.max_seeds if self.max_seeds is not None else self.seeds
 
     def seed_count(self, quick: bool) -> int:
         return (self.quick_seeds or self.seeds) if quick else self.seeds
+
+    @property
+    def draws_per_seed(self) -> bool:
+        """Whether each seed is scored on test tasks of its own (an independent replicate of the test draw)."""
+        return not self.shared_draw and self.study != VERIFY_STUDY
 
     def run_overrides(self, quick: bool) -> tuple[str, ...]:
         return self.overrides + (self.quick_overrides if quick else ())
@@ -67,6 +85,34 @@ class RunPlan:
     def estimate(self, quick: bool, seed: int = 0) -> float:
         """Seed ``seed``'s estimate in CPU seconds: the first seed's, a later one's, or --quick's."""
         return self.cost.seconds(quick, seed)
+
+
+class Form(str, Enum):
+    """The form of a sentence, which decides its tolerance (``icl_gd.claims.registry.rules.TOLERANCES``: one rule
+    per form, with its reason)."""
+
+    MATCHES = "matches"  # "identical" / "matches" / "equal" in loss
+    LOG_PANEL = "matches on a log panel"  # "performs equally" read on a log-scale panel, in decades
+    ALIGNS = "aligns"  # "aligns" / "almost perfect alignment", read as a cosine
+    NUMBER = "a number"  # a number the paper gives
+    NOT = "is not"  # "is not able to match", "fails to align": the converse of a form above
+    DIRECTION = "direction"  # "surpasses", "decreases", "aligns better": a sign, no size
+    MAJORITY = "majority"  # "a majority", "far above chance": a share of queries or a multiple of chance
+    READING = "a reading of ours"  # a size the paper does not give, read by a stated rule of its own
+    IDENTITY = "identity"  # a construction's exact identity: round-off
+
+    @property
+    def group(self) -> str:
+        """The headline's groups: sentences that claim an equality, a difference, a sign, or a stated reading."""
+        return {Form.MATCHES: "matches or aligns", Form.LOG_PANEL: "matches or aligns", Form.ALIGNS:
+                "matches or aligns", Form.NUMBER: "matches or aligns", Form.NOT: "is not",
+                Form.DIRECTION: "direction", Form.MAJORITY: "a stated size", Form.READING: "a stated size",
+                Form.IDENTITY: "identity"}[self]
+
+
+# How demanding a form is: a sentence of several parts takes its most demanding part's form.
+FORM_ORDER = (Form.MATCHES, Form.LOG_PANEL, Form.ALIGNS, Form.NUMBER, Form.READING, Form.NOT, Form.MAJORITY,
+              Form.DIRECTION, Form.IDENTITY)
 
 
 class Kind(str, Enum):
@@ -122,7 +168,12 @@ class Claim:
     which one the claim's runs follow.
 
     ``variant_of`` names the claim whose sentence this one tests again another way (e.g. against a reference tuned
-    otherwise): a variant is a sub-row of that claim, not counted on its own. ``margin`` is the equivalence margin
+    otherwise): a variant is a sub-row of that claim, not counted on its own. ``parts`` names the claims that test
+    the other conditions of this claim's sentence ("surpasses GD *but* matches GD++"): the sentence is counted once,
+    holding when every part holds and failing when one fails; a part is a sub-row, never counted on its own.
+    ``form`` is the sentence's form (from its rule), which decides its tolerance. ``share``: a claim about how often
+    training finds something (a property of each run) judges the share of seeds that pass, which must exceed
+    ``share``, instead of the mean. ``margin`` is the equivalence margin
     of the comparison with the authors' code; ``training`` the test of a failed seed; ``reference`` a callable on one
     seed's evidence returning why the claim's reference degenerated ("" when it is valid).
 
@@ -147,8 +198,13 @@ class Claim:
     margin: Margin | None = None
     training: TrainingCheck | None = None
     reference: Callable[[SeedEvidence], str] | None = None
+    form: Form = Form.READING
+    parts: tuple[str, ...] = ()
+    share: float | None = None
 
     def __post_init__(self) -> None:
+        if self.share is not None and not 0 < self.share < 1:
+            raise ConfigError(f"claim {self.id}: share must lie in (0, 1), got {self.share}")
         if not self.runs:
             raise ConfigError(f"claim {self.id} needs at least one run")
         if not math.isfinite(self.threshold):
@@ -164,6 +220,16 @@ class Claim:
     @property
     def is_construction(self) -> bool:
         return self.kind is Kind.CONSTRUCTION
+
+    @property
+    def seed_limit(self) -> int:
+        """The most seeds its runs reach while it is unsettled (its plans' smallest ``max_seeds``)."""
+        return min(plan.seed_limit for plan in self.runs)
+
+    @property
+    def shared_draw(self) -> str:
+        """Why its seeds share one test draw ("" when each seed draws its own, or no test draw is involved)."""
+        return next((plan.shared_draw for plan in self.runs if plan.shared_draw), "")
 
     @property
     def measures(self) -> str:

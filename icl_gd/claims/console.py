@@ -17,7 +17,7 @@ from icl_gd.core.study import StudyRegistry
 Echo = Callable[[str], None]
 _KINDS = {"paper": "the paper's", "ours": "ours", "construction": "construction check", "beyond": "beyond the papers"}
 
-__all__ = ["Execution", "Reproduction", "list_claims", "print_plan", "rejudge", "reproduce"]
+__all__ = ["Execution", "Reproduction", "judge_finished", "list_claims", "print_plan", "rejudge", "reproduce"]
 
 
 def list_claims(echo: Echo) -> None:
@@ -57,6 +57,18 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
         echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
     echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
     return 1 if outcome.failures else 0
+
+
+def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo) -> None:
+    """Judge the claims from the runs already finished under the reproduction's folder, run nothing, and write the
+    report (into the folder) and / or the table."""
+    if table is not None:
+        check_table_page(table)
+    if not (reproduction.root / "runs").is_dir():
+        raise ConfigError(f"--judge-finished: {reproduction.root} holds no runs/ folder")
+    judgement = reproduction.judge()
+    written = judgement.report(reproduction.root, table)
+    echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
 
 
 def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo) -> None:

@@ -36,11 +36,22 @@ def select_claims(only: Sequence[str] | None = None) -> tuple[Claim, ...]:
     return tuple(c for c in ALL_CHECKS if c.id in set(only))
 
 
-def seed_specs(plan: RunPlan, quick: bool) -> list[RunSpec]:
-    """One sweep ``RunSpec`` per seed of ``plan`` (seed=S, seeds=1), in a canonical order so shared runs coincide."""
-    overrides = plan.run_overrides(quick)
-    return [RunSpec(plan.study, plan.run_preset(quick), (*overrides, f"seed={s}", "seeds=1"))
-            for s in range(plan.seed_count(quick))]
+TEST_SEED = 2023  # the studies' default test_seed: seed S of a plan with draws of its own is scored on TEST_SEED + S
+
+
+def seed_spec(plan: RunPlan, quick: bool, seed: int, own_draw: bool = True) -> RunSpec:
+    """The sweep ``RunSpec`` of one seed of ``plan`` (seed=S, seeds=1). Seed S > 0 of a plan whose seeds draw
+    their own test tasks (``RunPlan.draws_per_seed``) is scored on ``test_seed`` = 2023 + S, so each seed is an
+    independent replicate of the test draw too; seed 0 keeps the studies' default. ``own_draw=False``: the spec
+    before seeds drew their own (every seed on test_seed 2023), whose finished runs a judgement may still read."""
+    draw = (f"test_seed={TEST_SEED + seed}",) if own_draw and plan.draws_per_seed and seed > 0 else ()
+    return RunSpec(plan.study, plan.run_preset(quick), (*plan.run_overrides(quick), *draw, f"seed={seed}", "seeds=1"))
+
+
+def seed_specs(plan: RunPlan, quick: bool, count: int | None = None) -> list[RunSpec]:
+    """One sweep ``RunSpec`` per seed of ``plan`` (``count`` seeds, default the plan's), in a canonical order so
+    shared runs coincide."""
+    return [seed_spec(plan, quick, s) for s in range(plan.seed_count(quick) if count is None else count)]
 
 
 @dataclass(frozen=True)
@@ -65,14 +76,49 @@ def plan_runs(claims: Sequence[Claim], quick: bool) -> list[PlannedRun]:
     return list(planned.values())
 
 
+def further_seeds(claims: Sequence[Claim], counts: Mapping[str, int] | None = None) -> list[PlannedRun]:
+    """The full-budget seeds beyond each plan's declared ones, up to its maximum (``RunPlan.max_seeds``), each
+    once; ``counts``: plan name -> seeds it has already (default: the declared ones)."""
+    planned: dict[RunSpec, PlannedRun] = {}
+    for plan in (plan for claim in claims for plan in claim.runs if plan.study != VERIFY_STUDY):
+        start = (counts or {}).get(plan.name, plan.seeds)
+        for seed in range(start, plan.seed_limit):
+            spec = seed_spec(plan, False, seed)
+            planned.setdefault(spec, PlannedRun(spec, plan.estimate(False, seed), plan.name, seed))
+    return list(planned.values())
+
+
 def needs_verify(claims: Sequence[Claim]) -> bool:
     return any(plan.study == VERIFY_STUDY for c in claims for plan in c.runs)
 
 
+def finished(run_dir: Path) -> bool:
+    return (run_dir / "metrics.json").is_file()
+
+
+def seed_dirs(plan: RunPlan, root: Path, quick: bool) -> list[Path]:
+    """The run directories a judgement reads for ``plan``: its declared seeds, then every further seed up to its
+    maximum whose run finished (seeds added while a claim was unsettled), in seed order up to the first missing one.
+    Where a seed's run with a test draw of its own has not finished but its run from before seeds drew their own
+    has, that one is read (its config says which draw it used: ``verdict.draws_text``)."""
+    def seed_dir(seed: int) -> Path:
+        own = root / "runs" / seed_spec(plan, quick, seed).run_id()
+        before = root / "runs" / seed_spec(plan, quick, seed, own_draw=False).run_id()
+        return before if not finished(own) and finished(before) else own
+
+    dirs = [seed_dir(s) for s in range(plan.seed_count(quick))]
+    for seed in range(len(dirs), plan.seed_limit if not quick else len(dirs)):
+        extra = seed_dir(seed)
+        if not finished(extra):
+            break
+        dirs.append(extra)
+    return dirs
+
+
 def plan_dirs(claim: Claim, root: Path, quick: bool) -> list[list[Path]]:
-    """Each of the claim's plans' seed run directories under ``root/runs``."""
-    return [[root / "runs" / VERIFY_DIR] if plan.study == VERIFY_STUDY
-            else [root / "runs" / spec.run_id() for spec in seed_specs(plan, quick)] for plan in claim.runs]
+    """Each of the claim's plans' seed run directories under ``root/runs`` (``seed_dirs``)."""
+    return [[root / "runs" / VERIFY_DIR] if plan.study == VERIFY_STUDY else seed_dirs(plan, root, quick)
+            for plan in claim.runs]
 
 
 def plan_key(spec: RunSpec) -> tuple:
@@ -163,12 +209,13 @@ class Plan:
     records: Mapping[RunSpec, RunRecord]
     workers: int
     verify: bool = False
+    more: tuple[PlannedRun, ...] = ()  # the seeds run only while a claim of their plan is unsettled
 
     @classmethod
     def of(cls, claims: Sequence[Claim], quick: bool, root: Path, workers: int) -> Plan:
         runs = tuple(plan_runs(claims, quick))
         return cls(runs, {p.spec: RunRecord.read(root / "runs" / p.spec.run_id()) for p in runs}, workers,
-                   needs_verify(claims))
+                   needs_verify(claims), () if quick else tuple(further_seeds(claims)))
 
     def finished(self, run: PlannedRun) -> bool:
         return self.records[run.spec].finished
@@ -222,6 +269,12 @@ class Plan:
         minutes = f"about {self.wall_s / 60:.0f} min" if self.wall_s >= 60 else "under a minute"
         lines.append(f"estimated time: {minutes} on {self.workers} workers (finished seeds' CPU time, else the kept "
                      "estimates, icl_gd/claims/estimates.json)")
+        if self.more:
+            more_s = sum(p.estimate_s for p in self.more)
+            lines.append(f"while a claim stays unsettled, its plans run more seeds: up to {len(self.more)} more runs "
+                         f"of {len({p.plan for p in self.more})} plans, at most {minutes_text(more_s)} CPU min "
+                         f"(about {minutes_text(packed_s([p.estimate_s for p in self.more], self.workers))} min on "
+                         f"{self.workers} workers); --fixed-seeds runs the declared seeds only")
         pairs = [(r.wall_s, p.estimate_s) for p in self.runs if (r := self.records[p.spec]).wall_s is not None]
         if pairs:
             measured, estimated = sum(m for m, _ in pairs), sum(e for _, e in pairs)

@@ -22,7 +22,7 @@ from typing import Any
 from icl_gd.core.errors import ConfigError
 from icl_gd.claims.claim import Claim
 from icl_gd.claims.evidence import MissingEvidence
-from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, check_seeds, judge_values
+from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, check_seeds, draws_text, judge_values
 from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.claims.evidence import seed_evidence
 from icl_gd.claims.plan import plan_dirs
@@ -87,11 +87,17 @@ def load_claims_json(path: Path) -> Rejudged:
     for claim in (c for c in ALL_CHECKS if c.id in by_id):  # registry order, as a reproduction writes them
         entry = by_id[claim.id]
         values = tuple(_value(v, f"--rejudge {path}: {claim.id} values") for v in entry.get("values") or ())
-        if values:
+        recorded = entry.get("measures")
+        if values and recorded and recorded != claim.measures:  # another statistic: its values cannot be judged
+            result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"its values measure {recorded}, not today's "
+                                 "statistic: rerun its runs", tuple(Path(r) for r in entry.get("runs") or ()))
+        elif values:
             failed, problem, checked, run_dirs = _tests(claim, entry, root, quick)
-            verdict, note = judge_values(claim, values, failed, problem, quick)
+            verdict, note = judge_values(claim, values, failed, problem, quick, planned=True)
+            first_plan = plan_dirs(claim, root, quick)[0][:len(values)] if root is not None else []
+            draws = str(entry.get("draws") or "") or draws_text(claim, first_plan)
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
-                                 checked, str(entry.get("details") or ""), quick)
+                                 checked, str(entry.get("details") or ""), quick, draws)
         else:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
                                  tuple(Path(r) for r in entry.get("runs") or ()))

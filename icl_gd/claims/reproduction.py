@@ -26,14 +26,16 @@ from icl_gd.claims.claim import Claim
 from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
 from icl_gd.claims.estimates import write_costs
 from icl_gd.claims.evidence import seed_evidence
-from icl_gd.claims.plan import (VERIFY_DIR, Plan, figure_runs, needs_verify, plan_dirs, require_figure_choice,
-                                run_order, select_claims)
+from icl_gd.claims.claim import VERIFY_STUDY
+from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, figure_runs, needs_verify, packed_s, plan_dirs,
+                                require_figure_choice, run_order, seed_dirs, seed_spec, select_claims)
 from icl_gd.claims.report import Judgement, ReportHeader
 from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
 from icl_gd.core.errors import ConfigError, ICLGDError
 from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import write_json
 from icl_gd.core.study import StudyRegistry
+from icl_gd.platform.sweep import RunSpec
 
 Checks = Callable[[], Iterable[Any]]  # the construction identities (``constructions.verify.all_checks``)
 BACKENDS = ("local", "ray")
@@ -62,6 +64,7 @@ class Execution:
     threads: int | None = None
     progress: bool = True
     figures: str = "first"
+    more_seeds: bool = True  # run more seeds of a plan while a claim of it is unsettled (full budget only)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -130,8 +133,9 @@ class Reproduction:
             run_verify(self.root, checks)
         plan = plan or self.plan()
         failures: dict[str, str] = {}
-        if plan.runs:
-            records = run_sweep([p.spec for p in run_order(plan.runs)], self.root, registry=registry,
+
+        def sweep(runs: Sequence[PlannedRun]) -> bool:
+            records = run_sweep([p.spec for p in run_order(runs)], self.root, registry=registry,
                                 backend=e.backend, workers=e.workers, address=e.address, device=e.device,
                                 progress=e.progress, threads=e.threads,
                                 figures=figure_runs(self.claims, self.quick, e.figures))
@@ -139,11 +143,38 @@ class Reproduction:
                 if record.status == "failed":
                     failures[Path(record.run_dir).name] = record.error or "unknown error"
                     echo(f"icl-gd: run {Path(record.run_dir).name} failed: {record.error}")
+            return not any(r.status == "failed" for r in records)
+
+        if plan.runs:
+            sweep(plan.runs)
+        while not self.quick and e.more_seeds and not failures:
+            more = self.more_seeds()
+            if not more:
+                break
+            echo(f"icl-gd: claims still unsettled: {len(more)} more seeds of "
+                 f"{', '.join(sorted({p.plan for p in more}))} (about "
+                 f"{packed_s([p.estimate_s for p in more], e.worker_count) / 60:.0f} min)")
+            if not sweep(more):
+                break
         how = f"`{self.command}` at commit {current_commit()} on {utc_now()}, {e.worker_count} workers"
         after = self.plan()
         write_costs(self.root / ESTIMATES_FILE, after.measured_costs(self.quick, how),
                     "CPU seconds a seed, as this reproduction's finished runs measured them (icl_gd.claims.estimates)")
         return FinishedRuns(failures, time.perf_counter() - started, after)
+
+    def more_seeds(self) -> list[PlannedRun]:
+        """The next seeds to run: for each plan of a claim that is unsettled (inconclusive on its values) with fewer
+        seeds than its maximum, as many more as it has (doubling its seeds, up to its maximum)."""
+        runs: dict[RunSpec, PlannedRun] = {}
+        for result in judge(self.claims, self.root, self.quick):
+            if result.verdict is not Verdict.INCONCLUSIVE or result.kept is None or result.claim.is_construction:
+                continue
+            for plan in (p for p in result.claim.runs if p.study != VERIFY_STUDY):
+                have = len(seed_dirs(plan, self.root, self.quick))
+                for seed in range(have, min(plan.seed_limit, 2 * have)):
+                    spec = seed_spec(plan, False, seed)
+                    runs.setdefault(spec, PlannedRun(spec, plan.estimate(False, seed), plan.name, seed))
+        return list(runs.values())
 
     def judge(self, outcome: FinishedRuns | None = None) -> Judgement:
         """Every claim's verdict from the runs under ``ROOT/runs`` (a run without metrics.json, or failed in
@@ -165,6 +196,7 @@ class Reproduction:
         e = self.execution
         return " ".join(["icl-gd reproduce --out", shlex.quote(str(self.root)), *(["--quick"] if self.quick else []),
                          *(["--figures", e.figures] if e.figures != "first" else []), *only,
+                         *(["--fixed-seeds"] if not e.more_seeds and not self.quick else []),
                          *(["--backend", e.backend] if e.backend != "local" else [])])
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icl_gd.claims.authors import Agreement, AuthorsValue, Comparison, agreement, authors_values, compared
-from icl_gd.claims.claim import Kind
+from icl_gd.claims.claim import FORM_ORDER, Form, Kind
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 from icl_gd.claims.formatting import format_value
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
@@ -77,21 +77,100 @@ def construction_checks(results: Sequence[ClaimResult]) -> list[ClaimResult]:
     return [r for r in results if r.claim.is_construction]
 
 
+def part_ids(results: Sequence[ClaimResult]) -> set[str]:
+    """The ids named as a part of a sentence whose claim is present."""
+    return {part for r in results for part in r.claim.parts}
+
+
 def primaries(results: Sequence[ClaimResult]) -> list[ClaimResult]:
-    """Each claim once: the claims that are not a variant of another present in ``results``."""
-    present = {r.claim.id for r in results}
-    return [r for r in claims_only(results) if r.claim.variant_of not in present]
+    """Each sentence once: the claims that are neither a variant nor a part of another present in ``results``."""
+    present, parts = {r.claim.id for r in results}, part_ids(results)
+    return [r for r in claims_only(results) if r.claim.variant_of not in present and r.claim.id not in parts]
 
 
 def variants(result: ClaimResult, results: Sequence[ClaimResult]) -> list[ClaimResult]:
     return [r for r in results if r.claim.variant_of == result.claim.id]
 
 
-def _counts(results: Sequence[ClaimResult]) -> dict[str, int]:
-    return {v.value: sum(r.verdict is v for r in results) for v in Verdict}
+def parts_of(result: ClaimResult, results: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The results of the sentence's other conditions, in the order the claim names them."""
+    by_id = {r.claim.id: r for r in results}
+    return [by_id[p] for p in result.claim.parts if p in by_id]
 
 
-def summary_line(results: Sequence[ClaimResult], noun: str = "claim") -> str:
+@dataclass(frozen=True)
+class Sentence:
+    """One counted sentence: its claim's result (``head``) and its parts'; the sentence holds when every condition
+    holds, fails when one fails, has no valid reference when one has none and none fails, and is inconclusive
+    otherwise. ``form``: the most demanding of its conditions' forms (``claim.FORM_ORDER``)."""
+
+    head: ClaimResult
+    parts: tuple[ClaimResult, ...] = ()
+
+    @property
+    def conditions(self) -> tuple[ClaimResult, ...]:
+        return (self.head, *self.parts)
+
+    @property
+    def verdict(self) -> Verdict:
+        verdicts = [r.verdict for r in self.conditions]
+        if Verdict.FAILS in verdicts:
+            return Verdict.FAILS
+        if all(v is Verdict.HOLDS for v in verdicts):
+            return Verdict.HOLDS
+        return Verdict.NO_VALID_REFERENCE if Verdict.NO_VALID_REFERENCE in verdicts else Verdict.INCONCLUSIVE
+
+    @property
+    def note(self) -> str:
+        """For a sentence of several conditions: each condition's verdict."""
+        if not self.parts:
+            return ""
+        return "its conditions: " + ", ".join(f"{r.claim.id} {r.verdict.value}" for r in self.conditions)
+
+    @property
+    def form(self) -> Form:
+        return min((r.claim.form for r in self.conditions), key=FORM_ORDER.index)
+
+    @property
+    def unsettled_at_maximum(self) -> bool:
+        """Inconclusive with no more seeds planned for any inconclusive condition (each at its maximum)."""
+        return self.verdict is Verdict.INCONCLUSIVE and all(
+            r.kept is not None and len(r.kept.values) >= r.claim.seed_limit
+            for r in self.conditions if r.verdict is Verdict.INCONCLUSIVE)
+
+
+def sentences(results: Sequence[ClaimResult], members: Sequence[ClaimResult] | None = None) -> list[Sentence]:
+    """The counted sentences of ``members`` (default every counted claim of ``results``) with their parts."""
+    return [Sentence(r, tuple(parts_of(r, results))) for r in (primaries(results) if members is None else members)]
+
+
+def _counts(counted: Sequence[ClaimResult] | Sequence[Sentence]) -> dict[str, int]:
+    return {v.value: sum(r.verdict is v for r in counted) for v in Verdict}
+
+
+FORM_GROUPS = ("matches or aligns", "is not", "direction", "a stated size")
+
+
+def by_form(counted: Sequence[Sentence]) -> dict[str, dict[str, int]]:
+    """The sentences' counts by the group of their form (``Form.group``): what kind of statement each verdict is
+    about ("matches or aligns" weighs more than a direction)."""
+    groups: dict[str, list[Sentence]] = {}
+    for sentence in counted:
+        groups.setdefault(sentence.form.group, []).append(sentence)
+    return {g: {"claims": len(groups[g]), **_counts(groups[g])} for g in (*FORM_GROUPS, "identity") if g in groups}
+
+
+def form_text(counted: Sequence[Sentence]) -> str:
+    """"of the 14 'matches or aligns' sentences: 9 hold, 3 fail, 2 inconclusive; ..." """
+    parts = []
+    for group, c in by_form(counted).items():
+        parts.append(f"of the {c['claims']} '{group}' sentence{'s' if c['claims'] != 1 else ''}: {c['holds']} hold, "
+                     f"{c['fails']} fail, {c['inconclusive']} inconclusive"
+                     + (f", {c['no valid reference']} no valid reference" if c["no valid reference"] else ""))
+    return "; ".join(parts)
+
+
+def summary_line(results: Sequence[ClaimResult] | Sequence[Sentence], noun: str = "claim") -> str:
     counts = _counts(results)
     text = (f"{len(results)} {noun}{'s' if len(results) != 1 else ''}: {counts['holds']} hold, "
             f"{counts['fails']} fail, {counts['inconclusive']} inconclusive")
@@ -108,7 +187,7 @@ class Section:
     paper: str | None = None
 
     def members(self, results: Sequence[ClaimResult]) -> list[ClaimResult]:
-        """The section's claims, each once (variants are sub-rows of theirs)."""
+        """The section's claims, each sentence once (variants and parts are sub-rows of theirs)."""
         return [r for r in primaries(results) if r.claim.kind is self.kind
                 and (self.paper is None or r.claim.paper == self.paper)]
 
@@ -126,11 +205,17 @@ def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
     """One paper's headline: its claims (each sentence once) by verdict; of those with the authors' code run at the
     claim's set-up, how many reach the same verdict in both; which fail in both, only in icl-gd, only in theirs."""
     members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
-    run = [(r, comparison(r)[1]) for r in members if compared(comparison(r)[0]) and r.at_full_setup]
+    counted = sentences(results, members)
+    conditions = [c for s in counted for c in s.conditions]
+    run = [(r, comparison(r)[1]) for r in conditions if compared(comparison(r)[0]) and r.at_full_setup]
     ours_fail = {r.claim.id for r, _ in run if r.verdict is Verdict.FAILS}
     theirs_fail = {r.claim.id for r, c in run if c.verdict is Verdict.FAILS}
     order = [r.claim.id for r, _ in run]
-    return {"claims": len(members), **_counts(members), "authors_code_run": len(run),
+    inconclusive = [s for s in counted if s.verdict is Verdict.INCONCLUSIVE]
+    return {"claims": len(counted), **_counts(counted),
+            "unsettled_at_maximum": sum(s.unsettled_at_maximum for s in inconclusive),
+            "unsettled_more_seeds_planned": sum(not s.unsettled_at_maximum for s in inconclusive),
+            "by_form": by_form(counted), "authors_code_run": len(run),
             "same_verdict": sum(r.verdict is c.verdict for r, c in run),
             "fails_in_both": [i for i in order if i in ours_fail & theirs_fail],
             "fails_only_in_icl_gd": [i for i in order if i in ours_fail - theirs_fail],
@@ -141,14 +226,24 @@ def paper_headline(results: Sequence[ClaimResult], paper: str) -> str:
     """``paper_summary`` as a sentence."""
     s = paper_summary(results, paper)
     members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
-    total, counts = summary_line(members).split(": ", 1)
-    text = f"{total} judged: {counts}"
+    counted = sentences(results, members)
+    total, counts = summary_line(counted).split(": ", 1)
+    text = f"{total} judged: {counts}{unsettled_text(s)}; {form_text(counted)}"
     if s["authors_code_run"]:
-        text += (f"; the authors' code run for {s['authors_code_run']}: the same verdict in {s['same_verdict']}")
+        text += (f"; the authors' code run for {s['authors_code_run']} of their conditions: the same verdict in "
+                 f"{s['same_verdict']}")
         lists = [("fail in both codes", s["fails_in_both"]), ("fail only in icl-gd", s["fails_only_in_icl_gd"]),
                  ("fail only in theirs", s["fails_only_in_theirs"])]
         text += "".join(f"; {name}: {', '.join(ids) if ids else 'none'}" for name, ids in lists)
     return text
+
+
+def unsettled_text(summary: dict) -> str:
+    """"(2 unsettled at their maximum of seeds, 3 with more seeds planned)" for a paper's inconclusive ones."""
+    at_max, more = summary["unsettled_at_maximum"], summary["unsettled_more_seeds_planned"]
+    if not at_max and not more:
+        return ""
+    return f" ({at_max} unsettled at their maximum of seeds, {more} with more seeds planned)"
 
 
 def claims_summary(results: Sequence[ClaimResult]) -> str:
@@ -159,11 +254,12 @@ def claims_summary(results: Sequence[ClaimResult]) -> str:
         members = section.members(results)
         if not members:
             continue
+        counted = sentences(results, members)
         if section.paper:
-            total, counts = summary_line(members).split(": ", 1)
+            total, counts = summary_line(counted).split(": ", 1)
             parts.append(f"{section.title}: {total} judged: {counts}")
         else:
-            parts.append(f"{section.title}: {summary_line(members, 'check' if section.kind is Kind.OURS else 'claim')}")
+            parts.append(f"{section.title}: {summary_line(counted, 'check' if section.kind is Kind.OURS else 'claim')}")
     checks = construction_checks(results)
     if checks:
         parts.append(summary_line(checks, "construction check"))
@@ -203,9 +299,12 @@ def summary_json(results: Sequence[ClaimResult]) -> dict:
     return {"text": claims_summary(results),
             "by_paper": {s.paper: paper_summary(results, s.paper) for s in SECTIONS
                          if s.paper and s.members(results)},
-            "ours": {"claims": len(m := SECTIONS[2].members(results)), **_counts(m)},
-            "beyond": {"claims": len(m := SECTIONS[3].members(results)), **_counts(m)},
-            "variants": len(claims_only(results)) - len(primaries(results)),
+            "ours": {"claims": len(m := sentences(results, SECTIONS[2].members(results))), **_counts(m),
+                     "by_form": by_form(m)},
+            "beyond": {"claims": len(m := sentences(results, SECTIONS[3].members(results))), **_counts(m),
+                       "by_form": by_form(m)},
+            "variants": sum(1 for r in claims_only(results) if r.claim.variant_of),
+            "parts": len(part_ids(claims_only(results)) & {r.claim.id for r in results}),
             "construction_checks": {"checks": len(c := construction_checks(results)), **_counts(c)}}
 
 

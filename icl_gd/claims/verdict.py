@@ -1,14 +1,18 @@
-"""What a claim is, and how a verdict is reached from the runs it needs.
+"""How a verdict is reached from the runs a claim needs.
 
-A claim declares the runs it needs (``RunPlan``: study, preset, overrides, seeds, and a cheaper ``--quick``
-variant), a per-seed statistic over those runs' ``metrics.json`` and a threshold. The verdict is decided by one rule
-for every claim (``decide``): ``holds`` when every seed is on the passing side and the 95% interval of the mean does
-not cross the threshold, ``fails`` when every seed is on the failing side and the interval does not cross it either,
-``inconclusive`` otherwise (the seeds disagree, the interval straddles the threshold, or the quick budget cannot
-decide this claim). Two declared tests come first (``judge_values``): a seed whose training failed (``TrainingCheck``)
-is flagged and left out of the verdict, and a claim whose reference degenerated (``ReferenceCheck``, e.g. a GD++ that
-fell back to GD) is ``no valid reference``, never ``fails``. A ratio (``Ratio``) is positive and skewed, so its mean and interval are taken on the log scale
-(geometric mean, interval exp(mean log ± t·sd log / √n)); a t-interval of raw ratios can reach below zero.
+One rule for every claim (``decide``): the claim's statistic over independent replicates (training seeds, each
+with its own test draw) is summarised by its mean and the 95% interval of that mean; the claim **holds** when the
+interval lies wholly on the passing side of its threshold, **fails** when wholly on the failing side, and is
+**inconclusive** otherwise: not yet settled. More replicates only narrow the interval, so an inconclusive claim
+settles with enough seeds unless its mean sits on the threshold (``seeds_to_settle`` projects how many). A claim
+about how often training finds something (``Claim.share``) judges the share of seeds that pass instead, by its
+exact (Clopper-Pearson) 95% interval; a construction check (an identity) holds when every value passes.
+
+Every verdict carries its flip point (``Flip``): the thresholds at which it would change, the ends of the
+interval. Two declared tests come first (``judge_values``): a seed whose training failed (``TrainingCheck``) is
+flagged, counted apart and left out, and a claim whose reference degenerated (``ReferenceCheck``, e.g. a GD++ that
+fell back to GD) is ``no valid reference``, never ``fails``. A ratio (``Ratio``) is positive and skewed, so its mean
+and interval are taken on the log scale (geometric mean, interval exp(mean log ± t·sd log / √n)).
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from icl_gd.claims.claim import Claim
+from icl_gd.claims.claim import Claim, Direction
 from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
+from icl_gd.claims.formatting import format_value
 from icl_gd.core import stats
+from icl_gd.core.results import read_json
 
 
 class Verdict(str, Enum):
@@ -82,6 +88,20 @@ class ClaimResult:
     checked: bool = True
     details: str = ""
     quick: bool = False  # judged from --quick runs (their set-up is not the full budget's where the plans differ)
+    draws: str = ""  # whether the seeds are independent replicates of the test draw, in words ("": not known)
+    source: str = ""  # where the values come from when the table merges several reproductions (their command)
+
+    @property
+    def flip(self) -> Flip | None:
+        """The verdict's flip point, from the kept seeds (None without an interval)."""
+        kept = self.kept
+        return flip_point(self.claim, kept.values) if kept is not None else None
+
+    @property
+    def projected_seeds(self) -> int | None:
+        """The seeds that would settle it if the kept seeds' mean and spread held (``seeds_to_settle``)."""
+        kept = self.kept
+        return seeds_to_settle(self.claim, kept.values) if kept is not None else None
 
     @property
     def at_full_setup(self) -> bool:
@@ -98,24 +118,101 @@ class ClaimResult:
         return Spread(values, log=self.spread.log) if values else None
 
 
+@dataclass(frozen=True)
+class Flip:
+    """Where a verdict would change: the claim holds for any threshold beyond ``holds_beyond`` (on its passing
+    side) and fails for any threshold beyond ``fails_beyond`` (on its failing side); between the two it is
+    inconclusive. They are the ends of the 95% interval (of the mean, or of the share for a per-run claim; the worst
+    value of a construction check, where both coincide). ``scale``: "share" when the bar is a share of seeds."""
+
+    holds_beyond: float
+    fails_beyond: float
+    direction: Direction
+    threshold: float
+    scale: str = ""
+
+    def text(self) -> str:
+        below = self.direction is Direction.BELOW
+        bar = "a share bar" if self.scale == "share" else "a bar"
+        holds = f"holds for {bar} {'above' if below else 'below'} {format_value(self.holds_beyond)}"
+        fails = f"fails for {bar} {'below' if below else 'above'} {format_value(self.fails_beyond)}"
+        return f"{holds}, {fails} (now {format_value(self.threshold)})"
+
+    def as_json(self) -> dict:
+        return {"holds_beyond": self.holds_beyond, "fails_beyond": self.fails_beyond,
+                "threshold": self.threshold, "scale": self.scale or "statistic", "text": self.text()}
+
+
+def share_interval(passing: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95% interval of a proportion ``passing`` / ``n``."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(passing, n).proportion_ci(confidence_level=0.95, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def flip_point(claim: Claim, values: Sequence[float]) -> Flip | None:
+    """The verdict's flip point for the kept per-seed ``values`` (None without an interval: one seed, a value not
+    finite or NaN)."""
+    if not values or any(math.isnan(v) for v in values):
+        return None
+    if claim.is_construction:
+        worst = max(values) if claim.direction is Direction.BELOW else min(values)
+        return Flip(worst, worst, claim.direction, claim.threshold)
+    if claim.share is not None:
+        low, high = share_interval(sum(claim.passes(v) for v in values), len(values))
+        return Flip(low, high, Direction.ABOVE, claim.share, "share")
+    interval = Spread(tuple(values), log=claim.log_scale).interval
+    if interval is None:
+        return None
+    low, high = interval
+    return (Flip(high, low, claim.direction, claim.threshold) if claim.direction is Direction.BELOW
+            else Flip(low, high, claim.direction, claim.threshold))
+
+
+def seeds_to_settle(claim: Claim, values: Sequence[float], limit: int = 10_000) -> int | None:
+    """How many seeds the claim's interval would need to clear its threshold if the mean and spread of ``values``
+    held: the least n with t(0.975, n-1)·sd/√n below |mean - threshold| (on the log scale for a ratio). None when
+    it cannot be projected (under two values, a value not finite, the mean on the threshold, or beyond ``limit``)."""
+    if len(values) < 2 or claim.share is not None or claim.is_construction:
+        return None
+    spread = Spread(tuple(values), log=claim.log_scale)
+    if not all(math.isfinite(v) for v in values) or (spread.on_log_scale and claim.threshold <= 0):
+        return None
+    centre = math.log(spread.mean) if spread.on_log_scale else spread.mean
+    bar = math.log(claim.threshold) if spread.on_log_scale else claim.threshold
+    distance, std = abs(centre - bar), spread.std
+    if std == 0:
+        return len(values) if distance > 0 else None
+    if distance == 0:
+        return None
+    for n in range(2, limit + 1):
+        if stats.t_half_width(std, n) < distance:
+            return max(n, len(values))
+    return None
+
+
 def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[Verdict, str]:
     """The verdict for per-seed ``values`` of the claim's statistic (see the module docstring)."""
     if not values:
         return Verdict.INCONCLUSIVE, "no value measured"
-    spread = Spread(tuple(values), log=claim.log_scale)
     if any(math.isnan(v) for v in values):
         return Verdict.INCONCLUSIVE, "a seed measured NaN"
-    passing = [claim.passes(v) for v in values]
-    interval = spread.interval
-    straddles = interval is not None and (claim.passes(interval[0]) != claim.passes(interval[1]))
-    if all(passing) and not straddles:
-        verdict, note = Verdict.HOLDS, ""
-    elif not any(passing) and not straddles:
-        verdict, note = Verdict.FAILS, ""
-    elif straddles and (all(passing) or not any(passing)):
-        verdict, note = Verdict.INCONCLUSIVE, "the 95% interval over seeds straddles the threshold"
+    flip = flip_point(claim, values)
+    if flip is None:
+        reason = ("one seed gives no interval" if len(values) == 1 else
+                  "a seed's value is not finite, so its mean has no interval")
+        verdict, note = Verdict.INCONCLUSIVE, reason
     else:
-        verdict, note = Verdict.INCONCLUSIVE, f"seeds disagree ({sum(passing)} of {len(values)} pass)"
+        bar = flip.threshold
+        holds = bar > flip.holds_beyond if flip.direction is Direction.BELOW else bar < flip.holds_beyond
+        fails = bar < flip.fails_beyond if flip.direction is Direction.BELOW else bar > flip.fails_beyond
+        verdict = Verdict.HOLDS if holds else Verdict.FAILS if fails else Verdict.INCONCLUSIVE
+        what = (f"the 95% interval of the share of passing seeds ({sum(claim.passes(v) for v in values)} of "
+                f"{len(values)})" if claim.share is not None else "the 95% interval of the mean")
+        note = f"{what} straddles the threshold" if verdict is Verdict.INCONCLUSIVE else ""
+        if claim.is_construction and verdict is Verdict.INCONCLUSIVE:  # an identity: every value must pass
+            verdict, note = Verdict.FAILS, ""
     if quick and not claim.settled_by_quick:
         shown = f"would be {verdict.value} " if verdict is not Verdict.INCONCLUSIVE else ""
         data = sorted({d for plan in claim.runs for d in plan.quick_data_sets})
@@ -124,14 +221,29 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
     return verdict, note
 
 
+def settlement_note(claim: Claim, values: Sequence[float]) -> str:
+    """For an inconclusive claim at the full budget: unsettled at its maximum of seeds, or more seeds planned (with
+    the projected count that would settle it)."""
+    n, limit = len(values), claim.seed_limit
+    projected = seeds_to_settle(claim, values)
+    about = (f"; about {projected} would settle it if its mean and spread held" if projected is not None
+             else "; no count of seeds would, if its mean and spread held (the mean sits on the threshold)"
+             if len(values) >= 2 and claim.share is None else "")
+    if n >= limit:
+        return f"unsettled at {n} seeds (the maximum){about}"
+    return f"unsettled at {n} seeds, more planned (up to {limit}){about}"
+
+
 def seed_list(indices: Sequence[int]) -> str:
     return f"seed{'s' if len(indices) != 1 else ''} {', '.join(map(str, indices))}"
 
 
 def judge_values(claim: Claim, values: Sequence[float], failed_seeds: Sequence[tuple[int, str]] = (),
-                 reference_problem: str = "", quick: bool = False) -> tuple[Verdict, str]:
+                 reference_problem: str = "", quick: bool = False, planned: bool = False) -> tuple[Verdict, str]:
     """The verdict after the declared tests: a degenerate reference is ``no valid reference`` (with its reason),
-    seeds whose training failed are left out (and said so), the rest decided by ``decide``."""
+    seeds whose training failed are left out (and said so), the rest decided by ``decide``. ``planned``: the values
+    are our full-budget runs, so an inconclusive verdict says whether more seeds are planned
+    (``settlement_note``)."""
     if reference_problem:
         return Verdict.NO_VALID_REFERENCE, reference_problem
     left_out = sorted({i for i, _ in failed_seeds})
@@ -139,6 +251,8 @@ def judge_values(claim: Claim, values: Sequence[float], failed_seeds: Sequence[t
     if left_out and not kept:
         return Verdict.INCONCLUSIVE, f"training failed in every seed ({seed_list(left_out)})"
     verdict, note = decide(claim, kept, quick)
+    if planned and not quick and verdict is Verdict.INCONCLUSIVE and kept and not any(map(math.isnan, kept)):
+        note = f"{note}; {settlement_note(claim, kept)}" if note else settlement_note(claim, kept)
     if left_out:
         flagged = f"{seed_list(left_out)} left out: training failed"
         note = f"{note}; {flagged}" if note else flagged
@@ -167,8 +281,28 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
         failed, problem = check_seeds(claim, evidence)
     except MissingEvidence:
         failed, problem, checked = (), "", False
-    verdict, note = judge_values(claim, values, failed, problem, quick)
+    verdict, note = judge_values(claim, values, failed, problem, quick, planned=True)
     spread = Spread(tuple(values), log=claim.log_scale) if values else None
     details = getattr(claim.statistic, "details", None)
     text = details(evidence, claim.passes) if details else ""
-    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick)
+    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick,
+                       draws_text(claim, [e.run_dirs[0] for e in evidence]))
+
+
+def draws_text(claim: Claim, first_plan_dirs: Sequence[Path]) -> str:
+    """Whether the seeds' runs (of the claim's first plan) were scored on test draws of their own, read from their
+    ``config.json`` (``evaluation.test_seed``); "" where the study draws no test tasks from a seed."""
+    if claim.shared_draw:
+        return f"shared: {claim.shared_draw}"
+    seeds = []
+    for run_dir in first_plan_dirs:
+        try:
+            seeds.append(read_json(Path(run_dir) / "config.json")["config"]["evaluation"]["test_seed"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+    if len(seeds) < 2:
+        return ""
+    if len(set(seeds)) == len(seeds):
+        return f"independent: each of the {len(seeds)} seeds scored on its own test draw (test_seed {seeds[0]}, ...)"
+    return (f"shared: the {len(seeds)} seeds were scored on the same test tasks (test_seed {seeds[0]}); the interval "
+            "is over training seeds only")

@@ -8,6 +8,7 @@ that cannot settle an empirical claim (``Claim.settled_by_quick``): they show th
 """
 
 from icl_gd.claims.claim import VERIFY_STUDY, Claim
+from icl_gd.core.errors import ConfigError
 from icl_gd.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
 from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
@@ -19,10 +20,33 @@ from icl_gd.claims.registry.von_oswald_one_layer import ONE_LAYER_CLAIMS
 __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
 
 VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS
-CLAIMS: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
-                             + BEYOND_FOREIGN_CLAIMS)
+_DECLARED: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
+                                + BEYOND_FOREIGN_CLAIMS)
+# An identity declared beside a paper's claims (a construction check on that paper's runs) is reported with the
+# construction checks, never counted as a claim.
+CLAIMS: tuple[Claim, ...] = tuple(c for c in _DECLARED if not c.is_construction)
+CONSTRUCTION_CHECKS = CONSTRUCTION_CHECKS + tuple(c for c in _DECLARED if c.is_construction)
 
 ALL_CHECKS: tuple[Claim, ...] = CLAIMS + CONSTRUCTION_CHECKS
+
+
+def check_sentences(claims: tuple[Claim, ...]) -> None:
+    """A sentence's parts are claims of the same paper, neither variants nor sentences with parts of their own, and
+    each id once (ConfigError otherwise): the counts rest on it."""
+    by_id = {c.id: c for c in claims}
+    if len(by_id) != len(claims):
+        raise ConfigError("two claims share an id")
+    for claim in claims:
+        for part_id in claim.parts:
+            part = by_id.get(part_id)
+            if part is None or part.paper != claim.paper or part.variant_of or part.parts or part_id == claim.id:
+                raise ConfigError(f"claim {claim.id}: part {part_id!r} is not another claim of its paper without "
+                                  "parts of its own")
+        if claim.variant_of and claim.variant_of not in by_id:
+            raise ConfigError(f"claim {claim.id}: variant of unknown claim {claim.variant_of!r}")
+
+
+check_sentences(CLAIMS)
 
 
 def claim_ids() -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icl_gd.claims.departures import IRIE, VON_OSWALD
-from icl_gd.claims.claim import Claim, Kind
+from icl_gd.claims.claim import Claim, Form, Kind
 from icl_gd.claims.statistics import metric, worst_identity
 from icl_gd.claims.registry.plans import DUAL_FORM, DUAL_FORM_LM_SGD, VERIFY
 from icl_gd.claims.registry.rules import RULES as _RULES
@@ -18,7 +18,7 @@ def identity_check(*, id: str, paper: str, location: str, statement: str, prefix
     """The construction check that every `icl-gd verify` identity named ``prefix``... holds within its tolerance
     (float64; ``tolerance`` shown in the description when given)."""
     return claim(id=id, paper=paper, location=location, quote=quote, statement=statement, runs=(VERIFY,),
-                 statistic=worst_identity(prefix, tolerance), rule=below(1.0, _RULES["identity"]))
+                 statistic=worst_identity(prefix, tolerance), rule=below(1.0, _RULES["identity"], form=Form.IDENTITY))
 
 
 # Identities of icl-gd's own code (the constructions and the dual forms): checked, reported in a table of their own,
