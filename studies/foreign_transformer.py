@@ -18,13 +18,14 @@ from typing import Any
 import pandas as pd
 
 from icl_gd.core.config import check_settings, positive_int
-from icl_gd.core.study import RunContext, Study, TrainingWork
+from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.baselines import LeastSquaresPredictor
 from icl_gd.regression.compare import CompareConfig, compare, comparison_figure, tuned_references
 from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
                                      regression_work)
+from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
 
@@ -133,13 +134,15 @@ def headline(frame: pd.DataFrame) -> dict[str, Any]:
     return metrics
 
 
-STUDY = Study("foreign-transformer", "beyond the papers: a GPT-style softmax transformer (Garg et al.) against GD, "
-              "GD++, Newton and least squares", ForeignTransformerConfig, run, default_threads=1,
-              resolved_training=RegressionConfig.train_config, training_work=training_work,
-              headline=("loss_trained", "loss_least_squares", "loss_gd_1", "pred_diff_vs_least_squares",
-                        "pred_diff_vs_gd_1", "closest_gd_steps"),
-              # a run of seconds that writes every metric and table (the claims' tests); two ``steps`` keys
-              # (training's, the comparison's): each named in full
-              tiny=("training.steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6",
-                    "compare.steps=2", "newton_steps=2", "n_contexts=20", "n_queries=4", "gd_steps=1,2",
-                    "tuned_steps=2", "width=8", "layers=2"))
+STUDY = regression_study(
+    name="foreign-transformer", summary="beyond the papers: a GPT-style softmax transformer (Garg et al.) against GD, "
+                                        "GD++, Newton and least squares",
+    default_config=ForeignTransformerConfig, run=run, training_work=training_work,
+    memory_shape=None,  # not estimated: regression_memory sizes LSA stacks, not a GPT's width-W MLP blocks
+    headline=("loss_trained", "loss_least_squares", "loss_gd_1", "pred_diff_vs_least_squares", "pred_diff_vs_gd_1",
+              "closest_gd_steps"),
+    # a run of seconds that writes every metric and table (the claims' tests); two ``steps`` keys (training's, the
+    # comparison's): each named in full
+    tiny=("training.steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "compare.steps=2",
+          "newton_steps=2", "n_contexts=20", "n_queries=4", "gd_steps=1,2", "tuned_steps=2", "width=8", "layers=2"),
+)

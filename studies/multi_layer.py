@@ -40,9 +40,9 @@ from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.progress import phased
 from icl_gd.regression.figures import alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure
 from icl_gd.core.results import write_json
-from icl_gd.core.study import RunContext, Study
-from icl_gd.regression.memory import regression_memory
+from icl_gd.core.study import RunContext
 from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, concat_work, parts, relative_gap
+from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
@@ -334,16 +334,12 @@ def paper_config() -> MultiLayerConfig:
                             gdpp_adam_steps=None)
 
 
-STUDY = Study(
+STUDY = regression_study(
     name="multi-layer",
     summary="K-layer LSA (tied or not) vs K steps of tuned GD and GD++: per-layer loss, alignment, OOD, depth",
     default_config=MultiLayerConfig,
     run=run,
-    default_threads=1,
     presets={"paper": paper_config},
-    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
-                                            batched_seeds=config.batched_seeds),
-    resolved_training=RegressionConfig.train_config,
     training_work=lambda config: concat_work(config, config.model.build),  # what ``run`` trains per seed
     tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_ood=32", "max_applications=3",
           "gdpp_adam_steps=3"),

@@ -35,12 +35,12 @@ from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateToken
                                               copy_analysis)
 from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateLayout, SeparateTokenTask,
                                                SinusoidalPositions, StandardPositions)
-from icl_gd.core.study import RunContext, Study, TrainingWork
-from icl_gd.regression.memory import regression_memory
+from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression.study import (
     EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, regression_work,
     relative_gap,
 )
+from icl_gd.regression.study_spec import regression_study
 
 COPY_COLUMNS = ("own", "next", "other", "other_per_token", "own_with_residual")
 
@@ -202,15 +202,12 @@ def paper_config() -> SeparateTokensConfig:
         evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=500))
 
 
-STUDY = Study(
+STUDY = regression_study(
     name="separate-tokens",
     summary="separate x/y tokens: softmax copy layer + LSA layer vs one and two GD steps, copy analysis (Prop. 3)",
     default_config=SeparateTokensConfig,
     run=run,
-    default_threads=1,
     presets={"paper": paper_config},
-    memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
-    resolved_training=QuickRegressionConfig.train_config,
     training_work=training_work,
     # a run of seconds that writes every metric and table (the claims' tests)
     tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_copy=16"),

@@ -33,11 +33,11 @@ from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig,
 from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
 from icl_gd.regression.sine import SineTaskConfig, SineTokenTask
-from icl_gd.core.study import RunContext, Study, TrainingWork
-from icl_gd.regression.memory import regression_memory
+from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression.study import (
     EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, regression_work, relative_gap,
 )
+from icl_gd.regression.study_spec import MemoryShape, regression_study
 from icl_gd.regression.tasks import Stream
 
 
@@ -312,15 +312,13 @@ def paper_text_law_config() -> SineConfig:
     return replace(paper, task=replace(paper.task, correlated=False, amplitude=(0.1, 5.0)))
 
 
-STUDY = Study(
+STUDY = regression_study(
     name="sine",
     summary="MLP features + one LSA layer vs a meta-learned MLP taking one GD step, on sine tasks (Prop. 2)",
     default_config=SineConfig,
     run=run,
-    default_threads=1,
     presets={"paper": paper_config, "paper-text-law": paper_text_law_config},
-    memory=lambda config: regression_memory(config, d=1, heads=1),  # x is a scalar; one head
-    resolved_training=QuickRegressionConfig.train_config,
+    memory_shape=lambda config: MemoryShape(d=1, heads=1),  # x is a scalar; one head
     training_work=training_work,
     # a run of seconds that writes every metric and table (the claims' tests)
     tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6"),

@@ -34,10 +34,10 @@ from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import legend_outside, plt, sns
 from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure,
                                        rows_frame)
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext
 from icl_gd.core.shared import TABLES
-from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
+from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 
@@ -224,16 +224,12 @@ def paper_config() -> SingleLayerConfig:
     return SingleLayerConfig(n_ood=1000, dampings=(0.75,))
 
 
-STUDY = Study(
+STUDY = regression_study(
     name="single-layer",
     summary="a trained LSA layer vs one tuned GD step: loss, alignment, interpolation, OOD (von Oswald et al.)",
     default_config=SingleLayerConfig,
     run=run,
-    default_threads=1,
     presets={"paper": paper_config},
-    memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
-                                            batched_seeds=config.batched_seeds),
-    resolved_training=RegressionConfig.train_config,
     training_work=lambda config: concat_work(  # what ``run`` trains per seed (``untrained``)
         config, lambda layout, seed: LSAModel(config.model.lsa_config(layout), seed=seed)),
     # a run of seconds that writes every metric and table (the claims' tests)

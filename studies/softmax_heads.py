@@ -18,12 +18,12 @@ from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.regression.figures import heads_figure, loss_curves_figure
-from icl_gd.core.study import RunContext, Study, TrainingWork
-from icl_gd.regression.memory import regression_memory
+from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression.study import (
     EvaluationConfig, HeadsModelConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, regression_work,
     relative_gap,
 )
+from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tokens import ConcatTokenTask
 
 
@@ -85,15 +85,12 @@ def paper_config() -> SoftmaxHeadsConfig:
         evaluation=EvaluationConfig(n_test=10_000, n_tune=10_000, eval_every=250))
 
 
-STUDY = Study(
+STUDY = regression_study(
     name="softmax-heads",
     summary="one softmax-attention layer with 1, 2, 4 heads vs one GD step (concatenated tokens)",
     default_config=SoftmaxHeadsConfig,
     run=run,
-    default_threads=1,
     presets={"paper": paper_config},
-    memory=lambda config: regression_memory(config, d=config.task.d, heads=max(config.model.heads)),
-    resolved_training=QuickRegressionConfig.train_config,
     training_work=training_work,
     # a run of seconds that writes every metric and table (the claims' tests)
     tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6"),

@@ -32,14 +32,14 @@ from icl_gd.core.config import require_positive_int, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.core.progress import phased
-from icl_gd.core.study import RunContext, Study
+from icl_gd.core.study import RunContext
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.algorithms import (AlgorithmRun, Probe, descent_step_size, errors_of, match_layers,
                                           probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.conditioning import ConditionedTaskConfig
-from icl_gd.regression.memory import regression_memory
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, concat_work,
                                      parts)
+from icl_gd.regression.study_spec import MemoryShape, regression_study
 from icl_gd.regression.tokens import ConcatTokenTask
 from icl_gd.regression.transformer import BlockStackConfig
 from icl_gd.regression.tuning import tune_gd, tune_gdpp
@@ -202,13 +202,14 @@ def loss_per_layer_figure(per_seed: dict[int, dict[str, Any]], K: int) -> "plt.F
     return fig
 
 
-STUDY = Study("which-algorithm", "beyond the papers: GD, GD++, preconditioned GD or Newton, layer by layer",
-              WhichAlgorithmConfig, run, default_threads=1, resolved_training=RegressionConfig.train_config,
-              training_work=lambda config: concat_work(config, config.model.build),
-              memory=lambda config: regression_memory(config, d=config.task.d, heads=config.model.heads,
-                                                batched_seeds=config.model.block == "lsa"),
-              # a run of seconds that writes every metric and table (the claims' tests)
-              tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_contexts=20",
-                    "n_queries=10", "newton_steps=3", "gd_steps=1,2", "tuned_steps=2"))
+STUDY = regression_study(
+    name="which-algorithm", summary="beyond the papers: GD, GD++, preconditioned GD or Newton, layer by layer",
+    default_config=WhichAlgorithmConfig, run=run, training_work=lambda config: concat_work(config, config.model.build),
+    memory_shape=lambda config: MemoryShape(d=config.task.d, heads=config.model.heads,
+                                            batched_seeds=config.model.block == "lsa"),  # LSA: one batched model
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=12", "batch_size=32", "n_test=128", "n_tune=256", "eval_every=6", "n_contexts=20", "n_queries=10",
+          "newton_steps=3", "gd_steps=1,2", "tuned_steps=2"),
+)
 
 __all__ = ["STUDY", "WhichAlgorithmConfig", "compare_layers"]

@@ -161,7 +161,8 @@ class StudyRegistry:
 
     def card(self, name: str) -> tuple[str, list[str]]:
         """A study's summary and preset names, for ``icl-gd studies``: read from its module's ``STUDY = Study(...)``
-        without importing the module (and torch) where they are written there as literals, else from ``get``."""
+        (or a family's builder of it, e.g. ``regression_study(...)``) without importing the module (and torch) where
+        they are written there as literals, else from ``get``."""
         card = _literal_card(self.modules[name]) if name in self.modules else None
         if card is None:  # not literals there (or an unknown name: get says so)
             study = self.get(name)
@@ -171,7 +172,9 @@ class StudyRegistry:
 
 def _literal_card(module: str) -> tuple[str, list[str]] | None:
     """(summary, preset names) of the ``STUDY = Study(name, summary, ..., presets={...})`` in ``module``'s source when
-    both are literals there (a string; a dict with string keys, or none); None when they are not, or on any doubt."""
+    both are literals there (a string; a dict with string keys, or none); None when they are not, or on any doubt.
+    A family's builder (``STUDY = regression_study(...)``) is read the same way where it takes ``summary=`` and
+    ``presets=`` by keyword, as ``Study`` does."""
     import ast
     import importlib.util
 
@@ -182,10 +185,12 @@ def _literal_card(module: str) -> tuple[str, list[str]] | None:
         return None
     for node in tree.body if tree is not None else ():
         if (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["STUDY"]
-                and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "Study"):
+                and isinstance(node.value, ast.Call)):
             call = node.value
             keywords = {k.arg: k.value for k in call.keywords}
-            summary = keywords.get("summary", call.args[1] if len(call.args) > 1 else None)
+            # a positional summary is ``Study``'s second argument; a builder's positionals are its own
+            positional = call.args[1] if len(call.args) > 1 and getattr(call.func, "id", None) == "Study" else None
+            summary = keywords.get("summary", positional)
             presets = keywords.get("presets")
             if not (isinstance(summary, ast.Constant) and isinstance(summary.value, str)):
                 return None
