@@ -145,7 +145,11 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, 
 
     mixed = [_side(claim, True), _side(claim, False), _side(claim, True)]
     result = evaluate_claim(claim, _evidence(tmp_path / "mixed", claim, mixed))
-    assert result.verdict is Verdict.INCONCLUSIVE and "disagree" in result.note
+    if claim.is_construction:  # an identity holds only when every value does
+        assert result.verdict is Verdict.FAILS, result.note
+    else:  # three seeds astride the threshold: the interval straddles it, and more seeds are planned
+        assert result.verdict is Verdict.INCONCLUSIVE and "straddles" in result.note, result.note
+        assert "more planned" in result.note and result.flip is not None
 
 
 def test_every_claim_is_well_formed():
@@ -157,7 +161,7 @@ def test_every_claim_is_well_formed():
     assert all(c.kind is Kind.CONSTRUCTION for c in CONSTRUCTION_CHECKS)
     for claim in ALL_CHECKS:
         assert claim.statement.endswith(".") and claim.location and claim.measures, claim.id
-        assert claim.threshold_source.split(":")[0] in ("paper", "ours"), claim.id
+        assert claim.threshold_source.split(":")[0].split(",")[0] in ("paper", "ours"), claim.id
         if claim.kind is Kind.PAPER and claim.paper.startswith("von Oswald"):
             assert claim.quote and not claim.location.startswith("not in"), claim.id
         if claim.kind is Kind.OURS:
@@ -227,9 +231,13 @@ def test_ratio_claims_are_summarised_on_the_log_scale():
     assert Spread((0.0, 1.0), log=True).mean == pytest.approx(0.5)  # a non-positive value: linear scale
 
 
-def test_one_seed_is_decided_by_its_value_and_nan_is_inconclusive():
-    assert decide(_toy(), [0.5])[0] is Verdict.HOLDS
-    assert decide(_toy(), [1.5])[0] is Verdict.FAILS
+def test_one_seed_settles_an_identity_but_not_a_claim_and_nan_is_inconclusive():
+    # one seed has no interval: an empirical claim stays unsettled whatever its value
+    verdict, note = decide(_toy(), [0.5])
+    assert verdict is Verdict.INCONCLUSIVE and "one seed" in note
+    # an identity is decided by its worst value
+    assert decide(_toy(kind=Kind.CONSTRUCTION), [0.5])[0] is Verdict.HOLDS
+    assert decide(_toy(kind=Kind.CONSTRUCTION), [0.5, 1.5])[0] is Verdict.FAILS
     assert decide(_toy(), [float("nan")])[0] is Verdict.INCONCLUSIVE
 
 
@@ -251,7 +259,7 @@ def test_quick_budget_never_settles_a_claim_that_needs_the_full_budget():
     assert decide(_toy(kind=Kind.CONSTRUCTION), [0.5, 0.5], quick=True)[0] is Verdict.HOLDS
     # a plan whose quick budget is its full budget settles the claim under --quick too
     same = _claim("same", (RunPlan("dual-form-lm"),), Metric("x"), 1.0, Direction.BELOW)
-    assert decide(same, [0.5], quick=True)[0] is Verdict.HOLDS
+    assert decide(same, [0.5, 0.5, 0.51], quick=True)[0] is Verdict.HOLDS
 
 
 def test_claim_without_runs_or_with_infinite_threshold_is_rejected():
@@ -319,18 +327,21 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     assert "0.002 ± 0.001 (3 seeds, 95% CI [" in md and "< 0.02" in md
     assert "## Construction checks" in md and md.index("`vo-prop1-exact`") > md.index("## Construction checks")
     assert "Outer left: Trained single LSA layer performance is identical" in md  # the quote
-    assert "ours: 'identical' / 'matches' in loss" in md  # the threshold's source beside it
+    assert "the 'matches' form: 'identical' / 'matches'" in md  # the threshold's source beside it
     # the authors' code's recorded values: separate tokens compared (2 of their seeds), sine at another budget
     # their seed 1 never trained (final loss 0.402, the untrained model's 0.416): flagged and left out of their
     # verdict and of the comparison
-    assert ("0.0368, 0.937 (seeds 0, 1): theirs fails (seed 1 left out: training failed); agrees (ours 3 seeds, "
-            "theirs 1") in md and "0.358 (seed 0): not run" in md
+    assert ("0.0368, 0.937 (seeds 0, 1): theirs inconclusive (one seed gives no interval; seed 1 left out: training "
+            "failed); agrees (ours 3 seeds, theirs 1") in md and "0.358 (seed 0): not run" in md
     # each paper's headline: its claims, the authors' code's verdicts beside ours, and who fails where
-    assert ("**3 claims judged: 1 hold, 1 fail, 1 inconclusive; the authors' code run for 1: the same verdict in 0; "
-            "fail in both codes: none; fail only in icl-gd: none; fail only in theirs: vo-separate-one-step.**") in md
+    # and by form: all three are 'matches or aligns' sentences; the inconclusive one has more seeds planned
+    assert ("**3 claims judged: 1 hold, 1 fail, 1 inconclusive (0 unsettled at their maximum of seeds, 1 with more "
+            "seeds planned); of the 3 'matches or aligns' sentences: 1 hold, 1 fail, 1 inconclusive; the authors' code "
+            "run for 1 of their conditions: the same verdict in 1; fail in both codes: none; fail only in icl-gd: none; "
+            "fail only in theirs: none.**") in md
     page = (tmp_path / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 1 and 'id="claims-von-oswald"' in page
-    assert '<span class="badge fails">theirs: fails</span>' in page
+    assert '<span class="badge inconclusive">theirs: inconclusive</span>' in page
     assert 'id="construction-checks"' in page and 'class="fails"' in page and 'class="holds"' in page
     assert '<span class="badge agrees">' in page and '<span class="badge not-run">' in page
     data = json.loads((tmp_path / "claims.json").read_text())
@@ -347,11 +358,17 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     assert first["interval"]["seeds"] == 3 and first["seeds"] == 3 and first["failed_seeds"] == []
     by_paper = data["summary"]["by_paper"]["von Oswald et al. 2023"]
     assert (by_paper["claims"], by_paper["holds"], by_paper["fails"], by_paper["inconclusive"]) == (3, 1, 1, 1)
-    assert (by_paper["authors_code_run"], by_paper["same_verdict"]) == (1, 0)
-    assert by_paper["fails_only_in_theirs"] == ["vo-separate-one-step"] and not by_paper["fails_in_both"]
+    assert (by_paper["authors_code_run"], by_paper["same_verdict"]) == (1, 1)  # both unsettled
+    assert by_paper["by_form"] == {"matches or aligns": {"claims": 3, "holds": 1, "fails": 1, "inconclusive": 1,
+                                                         "no valid reference": 0}}
+    assert not by_paper["fails_only_in_theirs"] and not by_paper["fails_in_both"]
     theirs = data["claims"][2]["authors_code"]
     assert theirs["agreement"] == "agrees" and theirs["value"]["values"] == [0.0368, 0.9373]
-    assert theirs["verdict"] == "fails" and theirs["failed_seeds"][0]["seed"] == "1"
+    assert theirs["verdict"] == "inconclusive" and theirs["failed_seeds"][0]["seed"] == "1"
+    # every verdict of ours carries its flip point: the ends of the interval, as the bars it would hold or fail at
+    flip = data["claims"][0]["flip_point"]
+    assert flip["holds_beyond"] == data["claims"][0]["interval"]["high"] < 0.02
+    assert flip["fails_beyond"] == data["claims"][0]["interval"]["low"]
     assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 10000
     assert render_markdown(results, header, PageLinks(tmp_path)) == md and render_html(results, header, PageLinks(tmp_path)) == page
 

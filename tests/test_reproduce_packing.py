@@ -69,7 +69,7 @@ def test_only_each_plans_first_seed_draws_figures_by_default(tmp_path, monkeypat
     claims = [c for c in ALL_CHECKS if c.id in ("vo-single-loss", "vo-single-alignment", "vo-deep-separate")]
     specs, figures = _handed_figures(tmp_path, monkeypatch, claims)
     drawn = [s for s in specs if draws_figures(figures, s)]
-    plans = {(s.study, s.preset, tuple(o for o in s.overrides if not o.startswith("seed="))) for s in specs}
+    plans = {rp.plan_key(s) for s in specs}
     assert len(specs) > len(plans) > 1  # several seeds a plan, so some runs must go without
     assert len(drawn) == len(plans) and all("seed=0" in s.overrides for s in drawn)
     for claim in claims:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,15 @@ _INDEXED = re.compile(r"(.+)\[(-?\d+)\]")
 
 class MissingEvidence(LookupError):
     """A claim's statistic could not be computed from the runs it was given."""
+
+
+def table_rows(evidence: SeedEvidence, name: str, plan: int = 0) -> list[dict[str, str]]:
+    """The rows of ``name`` (e.g. ``ood.csv``) in the plan's run directory; a missing file is a MissingEvidence."""
+    path = Path(evidence.run_dirs[plan]) / name
+    if not path.is_file():
+        raise MissingEvidence(f"{path} is missing")
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
 
 
 def seed_evidence(per_plan: Sequence[Sequence[Path]]) -> list[SeedEvidence]:

@@ -122,8 +122,9 @@ def plan_dirs(claim: Claim, root: Path, quick: bool) -> list[list[Path]]:
 
 
 def plan_key(spec: RunSpec) -> tuple:
-    """What a run shares with the other seeds of its plan: study, preset and every override but the seed."""
-    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith("seed="))
+    """What a run shares with the other seeds of its plan: study, preset and every override but the seed and the
+    seed's own test draw."""
+    return spec.study, spec.preset, tuple(o for o in spec.overrides if not o.startswith(("seed=", "test_seed=")))
 
 
 def run_order(planned: Sequence[PlannedRun]) -> list[PlannedRun]:

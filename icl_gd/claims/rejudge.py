@@ -92,12 +92,12 @@ def load_claims_json(path: Path) -> Rejudged:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"its values measure {recorded}, not today's "
                                  "statistic: rerun its runs", tuple(Path(r) for r in entry.get("runs") or ()))
         elif values:
-            failed, problem, checked, run_dirs = _tests(claim, entry, root, quick)
+            failed, problem, checked, run_dirs, details = _tests(claim, entry, root, quick)
             verdict, note = judge_values(claim, values, failed, problem, quick, planned=True)
             first_plan = plan_dirs(claim, root, quick)[0][:len(values)] if root is not None else []
             draws = str(entry.get("draws") or "") or draws_text(claim, first_plan)
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
-                                 checked, str(entry.get("details") or ""), quick, draws)
+                                 checked, details, quick, draws)
         else:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
                                  tuple(Path(r) for r in entry.get("runs") or ()))
@@ -125,28 +125,34 @@ def runs_root(path: Path, command: str) -> Path | None:
 
 
 def _tests(claim: Claim, entry: dict, root: Path | None, quick: bool
-           ) -> tuple[tuple[tuple[int, str], ...], str, bool, tuple[Path, ...]]:
-    """(failed seeds, reference problem, whether the tests ran, run directories) for one claim: from its runs when
-    ``root`` holds them all, else as the claims.json recorded them."""
+           ) -> tuple[tuple[tuple[int, str], ...], str, bool, tuple[Path, ...], str]:
+    """(failed seeds, reference problem, whether the tests ran, run directories, details) for one claim: from its
+    runs when ``root`` holds them all, else as the claims.json recorded them."""
+    recorded = str(entry.get("details") or "")
     if root is not None:
         per_plan = plan_dirs(claim, root, quick)
         dirs = tuple(d for plan in per_plan for d in plan)
         if all((d / "metrics.json").is_file() for d in dirs):
-            evidence = seed_evidence(per_plan)
+            evidence = seed_evidence(per_plan)[:len(entry.get("values") or ())]
             run_dirs = tuple(d for e in evidence for d in e.run_dirs)
+            describe = getattr(claim.statistic, "details", None)
+            try:
+                details = describe(evidence, claim.passes) if describe else recorded
+            except MissingEvidence:
+                details = recorded
             try:
                 failed, problem = check_seeds(claim, evidence)
             except MissingEvidence:
-                return (), "", False, run_dirs
-            return failed, problem, True, run_dirs
+                return (), "", False, run_dirs, details
+            return failed, problem, True, run_dirs, details
     run_dirs = tuple(Path(r) for r in entry.get("runs") or ())
     if "failed_seeds" not in entry:
-        return (), "", False, run_dirs
+        return (), "", False, run_dirs, recorded
     failed = tuple((int(f["seed"]), str(f["reason"])) for f in entry["failed_seeds"])
     reference = entry.get("reference") or {}
     problem = "" if reference.get("valid", True) else str(reference.get("note", "")).removeprefix(
         "no valid reference: ")
-    return failed, problem, bool(entry.get("checked", True)), run_dirs
+    return failed, problem, bool(entry.get("checked", True)), run_dirs, recorded
 
 
 __all__ = ["Rejudged", "load_claims_json"]

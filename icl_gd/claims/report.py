@@ -12,7 +12,7 @@ from icl_gd.claims.report_markdown import (CONSTRUCTION_HEADING, README_END, REA
                                            readme_claims_json, render_markdown)
 from icl_gd.claims.gallery import gallery_html, gallery_markdown
 from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, claims_only, claims_summary, comparison,
-                                   construction_checks, summary_json, value_text)
+                                   construction_checks, sentence_of, summary_json, value_text)
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
 from icl_gd.core.results import atomic_write_text, marked_block_span, replace_marked_block, write_json
 
@@ -67,14 +67,14 @@ def _interval_json(spread: Spread | None) -> dict | None:
     return {"low": spread.interval[0], "high": spread.interval[1], "seeds": len(spread.values)}
 
 
-def _claim_json(r: ClaimResult, links: PageLinks) -> dict:
+def _claim_json(r: ClaimResult, links: PageLinks, results: Sequence[ClaimResult] = ()) -> dict:
     theirs, compared_ = comparison(r)
     kept = r.kept
     margin = r.claim.margin
     training = r.claim.training
     return {
         "id": r.claim.id, "paper": r.claim.paper, "location": r.claim.location, "kind": r.claim.kind.value,
-        "variant_of": r.claim.variant_of or None,
+        "variant_of": r.claim.variant_of or None, "parts": list(r.claim.parts), "form": r.claim.form.value,
         "quote": r.claim.quote, "statement": r.claim.statement, "follows": r.claim.follows,
         "measures": r.claim.measures, "verdict": r.verdict.value, "note": r.note,
         "threshold": r.claim.threshold, "direction": r.claim.direction.value,
@@ -84,6 +84,9 @@ def _claim_json(r: ClaimResult, links: PageLinks) -> dict:
         "mean": kept.mean if kept else None, "std": kept.std if kept else None,
         "scale": ("log" if kept.on_log_scale else "linear") if kept else None,
         "interval": _interval_json(kept),
+        "flip_point": r.flip.as_json() if r.flip else None,
+        "seeds_to_settle": r.projected_seeds, "max_seeds": r.claim.seed_limit,
+        "draws": r.draws,
         "failed_seeds": [{"seed": i, "reason": reason} for i, reason in r.failed_seeds],
         "details": r.details,
         "training_test": training.source if training else None,
@@ -101,7 +104,8 @@ def _claim_json(r: ClaimResult, links: PageLinks) -> dict:
                          "difference": compared_.difference,
                          "interval": list(compared_.interval) if compared_.interval else None},
         "runs": links.runs(r),
-    }
+    } | ({"sentence": {"verdict": sentence.verdict.value, "form": sentence.form.value, "note": sentence.note}}
+         if (sentence := sentence_of(r, results)).parts else {})
 
 
 def claims_json(results: Sequence[ClaimResult], header: ReportHeader, links: PageLinks) -> dict:
@@ -110,7 +114,7 @@ def claims_json(results: Sequence[ClaimResult], header: ReportHeader, links: Pag
         "command": header.command, "commit": header.commit, "date": header.date, "quick": header.quick,
         "wall_seconds": header.wall_s, "runs_measured": header.runs_measured, "failed_runs": list(header.failed_runs),
         "rejudged": header.rejudged,
-        "claims": [_claim_json(r, links) for r in claims_only(results)],
+        "claims": [_claim_json(r, links, results) for r in claims_only(results)],
         "construction_checks": [_claim_json(r, links) for r in construction_checks(results)],
     }
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from icl_gd.claims.report_markdown import (CHECKS_INTRO, VARIANTS, departures_of, figures_of, rejudged_text,
                                            runs_text)
-from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, PageLinks, ReportHeader, embedded_png, SECTIONS, ClaimResult, claims_summary, comparison,
-                                   construction_checks, paper_headline, summary_line, their_values,
-                                   threshold_text, value_text, variants)
+from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
+                                   claims_summary, comparison, construction_checks, draws_note, embedded_png,
+                                   flip_text, paper_headline, parts_of, sentence_of, sentences, summary_line,
+                                   their_values, threshold_text, value_text, variants)
 from icl_gd.claims.claim import Kind
 
 
@@ -36,7 +37,10 @@ def _badge(text: str, cls: str) -> str:
     return f'<span class="badge {cls.replace(" ", "-")}">{html.escape(text)}</span>'
 
 
-def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, variant: bool = False) -> str:
+def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, sub: str = "",
+              results: Sequence[ClaimResult] = ()) -> str:
+    """One row; ``sub``: "variant" or "part" for a sub-row; a sentence's own row shows the sentence's verdict."""
+    variant = bool(sub)
     esc = html.escape
     runs = links.runs(r)
     links = ", ".join(f'<a href="{esc(link)}">{esc(Path(link).name)}</a>' for link in runs)
@@ -46,8 +50,15 @@ def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, variant: boo
     details = f'<div class="details">runs: {links}</div>' if links else ""
     kind = {"ours": " " + _badge("ours", "kind"),
             "beyond": " " + _badge("beyond the papers", "kind")}.get(r.claim.kind.value, "")
-    kind += " " + _badge("variant", "kind") if variant else ""
+    kind += " " + _badge(sub, "kind") if sub else ""
     verdicts = _badge(r.verdict.value, r.verdict.value) + note
+    sentence = sentence_of(r, results) if not sub else None
+    if sentence is not None and sentence.parts:
+        verdicts = (_badge(f"sentence: {sentence.verdict.value}", sentence.verdict.value)
+                    + f"<br><small>{esc(sentence.note)}</small><br>this condition: " + verdicts)
+    if flip_text(r):
+        verdicts += f'<div class="details">{esc(flip_text(r))}</div>'
+    draws = f'<div class="details">{esc(draws_note(r))}</div>' if draws_note(r) else ""
     if with_authors:
         theirs, compared_ = comparison(r)
         recorded = (f"<br><small>their code: {esc(their_values(theirs))}"
@@ -65,8 +76,9 @@ def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, variant: boo
             f"<td>{esc(r.claim.author)}, {esc(r.claim.location)}</td>"
             f"<td>{esc(r.claim.statement)}{quote}{follows}{details}</td>"
             f"<td>{esc(value_text(r))}<br><small><i>{esc(r.claim.measures)}</i></small>"
-            + (f'<div class="details">{esc(r.details)}</div>' if r.details else "") + "</td>"
-            f"<td>{esc(threshold_text(r))}<br><small>{esc(r.claim.threshold_source)}</small></td>"
+            + (f'<div class="details">{esc(r.details)}</div>' if r.details else "") + draws + "</td>"
+            f"<td>{esc(threshold_text(r))}<br><small>{esc(r.claim.threshold_source)}; form: "
+            f"{esc(r.claim.form.value)}</small></td>"
             f"<td>{verdicts}</td></tr>")
 
 
@@ -91,9 +103,12 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, links: Pag
         if not members:
             continue
         line = paper_headline(results, section.paper) if section.paper else \
-            summary_line(members, "check" if section.kind is Kind.OURS else "claim")
-        rows = "".join(_html_row(r, links, True) + "".join(_html_row(v, links, True, variant=True)
-                                                          for v in variants(r, results)) for r in members)
+            summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
+        rows = "".join(_html_row(r, links, True, results=results)
+                       + "".join(_html_row(p, links, True, "part") for p in parts_of(r, results))
+                       + "".join(_html_row(v, links, True, "variant") for v in variants(r, results))
+                       + "".join(_html_row(v, links, True, "variant of a part") for p in parts_of(r, results)
+                                 for v in variants(p, results)) for r in members)
         intro = f"<p>{esc(SECTION_INTRO[section.key])}</p>" if section.key in SECTION_INTRO else ""
         body.append(f'<h2>{esc(section.title)}</h2><p class="headline"><b>{esc(line)}.</b></p>{intro}'
                     f'<table id="claims-{section.key}">' + _COLUMNS

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from icl_gd.claims.claim import Kind
 from icl_gd.claims.departures import DEPARTURES, Departure
-from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, SECTION_INTRO, SECTIONS, ClaimResult, Section, authors_text,
-                                   claims_summary, construction_checks, paper_headline, primaries, summary_line,
+from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
+                                   Section, authors_text, claims_summary, construction_checks, draws_note, flip_text,
+                                   paper_headline, parts_of, primaries, sentence_of, sentences, summary_line,
                                    threshold_text, value_text, variants)
 
 
@@ -33,28 +34,41 @@ _TABLE_HEAD = ["| claim | location | statement (*the paper's words*) | measured 
                "authors' code |", "|---|---|---|---|---|---|---|"]
 
 
-def _md_row(r: ClaimResult, links: PageLinks, link_runs: bool, variant: bool = False) -> str:
+def _md_row(r: ClaimResult, links: PageLinks, link_runs: bool, sub: str = "",
+            results: Sequence[ClaimResult] = ()) -> str:
+    """One row; ``sub``: "variant" or "part" for a sub-row; a sentence's own row (with ``results`` holding its
+    parts) shows the sentence's verdict first, then its own condition's."""
     runs = links.runs(r)
     claim = f"[{r.claim.id}]({runs[0]})" if link_runs and runs else f"`{r.claim.id}`"
-    claim = f"↳ {claim} (variant)" if variant else claim
-    verdict = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
-    quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not variant else ""
+    claim = f"↳ {claim} ({sub})" if sub else claim
+    own = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
+    sentence = sentence_of(r, results) if not sub else None
+    if sentence is not None and sentence.parts:
+        own = f"**sentence {sentence.verdict.value}** ({_md(sentence.note)}); this condition: {own}"
+    flip = flip_text(r)
+    verdict = own + (f" <br>{_md(flip)}" if flip else "")
+    quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not sub else ""
     follows = f" <br>set-up: {_md(r.claim.follows)}" if r.claim.follows.startswith("our reading") else ""
     details = f" <br>{_md(r.details)}" if r.details else ""
+    draws = f" <br>{_md(draws_note(r))}" if draws_note(r) else ""
     return (f"| {claim} | {r.claim.author}, {_md(r.claim.location)} | {_md(r.claim.statement)}{quote}{follows} | "
-            f"{value_text(r)} <br>*{_md(r.claim.measures)}*{details} | {threshold_text(r)} "
-            f"<br>({_md(r.claim.threshold_source)}) | {verdict} | {_md(authors_text(r))} |")
+            f"{value_text(r)} <br>*{_md(r.claim.measures)}*{details}{draws} | {threshold_text(r)} "
+            f"<br>({_md(r.claim.threshold_source)}; form: {r.claim.form.value}) | {verdict} | "
+            f"{_md(authors_text(r))} |")
 
 
 def claims_table_markdown(results: Sequence[ClaimResult], links: PageLinks, link_runs: bool = True,
                           members: Sequence[ClaimResult] | None = None) -> str:
-    """One row per claim (``members``, default every claim once): location, statement and quote, our value,
-    threshold and its source, our verdict, the authors' code's values with their verdict and the agreement; each
-    variant as a sub-row under its claim."""
+    """One row per counted sentence (``members``, default every one): location, statement and quote, our value,
+    threshold, its source and form, the verdict with its flip point, the authors' code's values with their verdict
+    and the agreement; the sentence's other conditions (parts) and its variants as sub-rows under it."""
     lines = list(_TABLE_HEAD)
     for r in primaries(results) if members is None else members:
-        lines.append(_md_row(r, links, link_runs))
-        lines += [_md_row(v, links, link_runs, variant=True) for v in variants(r, results)]
+        lines.append(_md_row(r, links, link_runs, results=results))
+        lines += [_md_row(p, links, link_runs, "part") for p in parts_of(r, results)]
+        lines += [_md_row(v, links, link_runs, "variant") for v in variants(r, results)]
+        lines += [_md_row(v, links, link_runs, "variant of a part") for p in parts_of(r, results)
+                  for v in variants(p, results)]
     return "\n".join(lines)
 
 
@@ -62,9 +76,10 @@ def construction_table_markdown(results: Sequence[ClaimResult]) -> str:
     lines = ["| check | location | statement | measured | threshold | verdict |", "|---|---|---|---|---|---|"]
     for r in construction_checks(results):
         verdict = f"{r.verdict.value}" + (f" ({_md(r.note)})" if r.note else "")
+        flip = f" <br>{_md(flip_text(r))}" if flip_text(r) else ""
         lines.append(f"| `{r.claim.id}` | {r.claim.author}, {_md(r.claim.location)} | "
                      f"{_md(r.claim.statement)} | {value_text(r)} <br>*{_md(r.claim.measures)}* | "
-                     f"{threshold_text(r)} | {verdict} |")
+                     f"{threshold_text(r)} | {verdict}{flip} |")
     return "\n".join(lines)
 
 
@@ -74,8 +89,11 @@ def departures_of(paper: str) -> list[Departure]:
 
 CHECKS_INTRO = ("Identities of icl-gd's own code (`icl-gd verify`'s float64 checks and the dual forms of trained "
                  "networks): checked on every run, not counted among the claims.")
-VARIANTS = ("A sub-row (↳) tests the same sentence another way (e.g. against a reference tuned otherwise); the "
-             "claim's own row carries its verdict, which the counts use.")
+VARIANTS = ("Each sentence of a paper is one counted row. A sub-row (↳ part) is another condition of the same "
+             "sentence ('surpasses GD *but* matches GD++'): the sentence holds when every condition holds and fails "
+             "when one fails. A sub-row (↳ variant) tests the same sentence another way (e.g. against a reference "
+             "tuned otherwise) and is not counted. The flip point of a verdict gives the thresholds at which it "
+             "would hold or fail: the ends of its 95% interval.")
 
 
 def _section_markdown(section: Section, results: Sequence[ClaimResult], links: PageLinks, link_runs: bool,
@@ -86,7 +104,7 @@ def _section_markdown(section: Section, results: Sequence[ClaimResult], links: P
     if section.paper:
         line = paper_headline(results, section.paper)
     else:
-        line = summary_line(members, "check" if section.kind is Kind.OURS else "claim")
+        line = summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
     parts = [f"{heading} {section.title}", "", f"**{line}.**", ""]
     if section.key in SECTION_INTRO:
         parts += [SECTION_INTRO[section.key], ""]

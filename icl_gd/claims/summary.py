@@ -68,6 +68,22 @@ def threshold_text(result: ClaimResult) -> str:
     return f"{result.claim.direction.value} {format_value(result.claim.threshold)}"
 
 
+def flip_text(result: ClaimResult) -> str:
+    """Where the verdict would change ("flip point: holds for a bar above X, fails for a bar below Y (now T)"), or
+    "" without an interval."""
+    flip = result.flip
+    return f"flip point: {flip.text()}" if flip is not None else ""
+
+
+def draws_note(result: ClaimResult) -> str:
+    """The replicates' test draws, in words, where they are shared (independent ones need no warning)."""
+    return f"test draw {result.draws}" if result.draws.startswith(("shared", "partly")) else ""
+
+
+def sentence_of(result: ClaimResult, results: Sequence[ClaimResult]) -> Sentence:
+    return Sentence(result, tuple(parts_of(result, results)))
+
+
 def claims_only(results: Sequence[ClaimResult]) -> list[ClaimResult]:
     """The papers' claims, ours and beyond the papers, without the construction checks."""
     return [r for r in results if not r.claim.is_construction]

@@ -226,9 +226,10 @@ def settlement_note(claim: Claim, values: Sequence[float]) -> str:
     the projected count that would settle it)."""
     n, limit = len(values), claim.seed_limit
     projected = seeds_to_settle(claim, values)
+    projectable = len(values) >= 2 and claim.share is None and all(math.isfinite(v) for v in values)
     about = (f"; about {projected} would settle it if its mean and spread held" if projected is not None
              else "; no count of seeds would, if its mean and spread held (the mean sits on the threshold)"
-             if len(values) >= 2 and claim.share is None else "")
+             if projectable else "")
     if n >= limit:
         return f"unsettled at {n} seeds (the maximum){about}"
     return f"unsettled at {n} seeds, more planned (up to {limit}){about}"

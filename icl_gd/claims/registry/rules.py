@@ -57,12 +57,12 @@ TOLERANCES: dict[Form, Tolerance] = {t.form: t for t in (
 
 # Where the paper gives no number, a threshold is its form's tolerance (above), worded per claim as these sources.
 RULES = {
-    "match": f"ours, the 'matches' form: {TOLERANCES[Form.MATCHES].reading} ({TOLERANCES[Form.MATCHES].reason})",
-    "not-match": "ours, the 'is not' form: 'not able to match' read as a relative gap above 2% (the converse of the "
+    "match": f"ours: the 'matches' form: {TOLERANCES[Form.MATCHES].reading} ({TOLERANCES[Form.MATCHES].reason})",
+    "not-match": "ours: the 'is not' form: 'not able to match' read as a relative gap above 2% (the converse of the "
                  "'matches' form)",
-    "align": "ours, the 'aligns' form: a mean sensitivity cosine above 1 - 0.20/20 = 0.99 (Fig. 2 center left's "
+    "align": "ours: the 'aligns' form: a mean sensitivity cosine above 1 - 0.20/20 = 0.99 (Fig. 2 center left's "
              "axis spans 0.80-1.00; the paper gives no number)",
-    "ood": f"ours, the log-panel form: {TOLERANCES[Form.LOG_PANEL].reading} at every sweep point (the paper gives "
+    "ood": f"ours: the log-panel form: {TOLERANCES[Form.LOG_PANEL].reading} at every sweep point (the paper gives "
            "no tolerance)",
     "identity": "ours: an exact identity, checked in float64; each identity's tolerance is round-off",
 }
@@ -77,7 +77,7 @@ RULES["table1-direction"] = (
 
 def direction_only(words: str) -> str:
     """The threshold 0 of a sentence that states a direction only: a reading of ours, naming the words it reads."""
-    return f"ours, the direction form: {words} read as a direction only, so 0 (the paper gives no size)"
+    return f"ours: the direction form: {words} read as a direction only, so 0 (the paper gives no size)"
 
 
 # ---------------------------------------------------------------------------------------------------- margins
@@ -132,14 +132,14 @@ def above(threshold: float, source: str, margin: Margin | None = None, form: For
 def aligned_on(axis: tuple[float, float], figure: str) -> Rule:
     """The 'aligns' form read on a figure whose cosine axis spans ``axis``: a mean cosine above 1 - span/20."""
     bar = round(1 - (axis[1] - axis[0]) / 20, 6)
-    return above(bar, f"ours, the 'aligns' form: a mean cosine above 1 - {axis[1] - axis[0]:g}/20 = {bar:g} "
+    return above(bar, f"ours: the 'aligns' form: a mean cosine above 1 - {axis[1] - axis[0]:g}/20 = {bar:g} "
                       f"({figure}'s axis spans {axis[0]:g}-{axis[1]:g}; the paper gives no number)",
                  quarter_of(1 - bar, f"the 'aligns' tolerance, 1 - {bar:g} (a cosine)"), Form.ALIGNS)
 
 
 def beats(direction: Direction, words: str, margin: Margin | None = None, bar: float = 0.0) -> Rule:
     """The direction form: the statistic's sign (``bar`` 0, or 1 for a ratio), naming the words it reads."""
-    source = direction_only(words) if bar == 0 else f"ours, the direction form: {words} read as a direction " \
+    source = direction_only(words) if bar == 0 else f"ours: the direction form: {words} read as a direction " \
                                                     f"only, so a ratio of {bar:g}"
     return Rule(bar, direction, source, margin, Form.DIRECTION)
 
