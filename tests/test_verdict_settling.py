@@ -226,3 +226,14 @@ def test_a_sentence_holds_when_every_part_holds_and_fails_when_one_fails():
     assert sentence.form.group == "matches or aligns"
     assert by_form([sentence]) == {"matches or aligns": {"claims": 1, "holds": 1, "fails": 0, "inconclusive": 0,
                                                          "no valid reference": 0}}
+
+
+def test_the_tolerance_table_in_the_docs_is_the_registry_s():
+    from icl_gd.claims.registry.rules import TOLERANCES, tolerance_table
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "verdicts.md").read_text()
+    assert tolerance_table() in page
+    assert {t.form for t in TOLERANCES.values()} == set(TOLERANCES)  # one rule per form, every form
+    # every counted claim reads its threshold by a form of the table, and says which in its source
+    for claim in CLAIMS:
+        assert claim.form in TOLERANCES, claim.id

@@ -42,7 +42,7 @@ def print_plan(reproduction: Reproduction, registry: StudyRegistry, peak: str | 
 
 
 def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Checks, table: Path | None,
-              update_estimates: bool, echo: Echo) -> int:
+              update_estimates: bool, echo: Echo, headline: Path | None = None) -> int:
     """Plan, run, judge and report; 0 when every run finished, 1 when one failed."""
     if table is not None:
         check_table_page(table)  # before anything runs
@@ -51,7 +51,7 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
         echo(line)
     outcome = reproduction.run(registry, checks, echo, plan)
     judgement = reproduction.judge(outcome)
-    written = judgement.report(reproduction.root, table)
+    written = judgement.report(reproduction.root, table, headline)
     if update_estimates:
         updated = merge_into_kept(reproduction.root / ESTIMATES_FILE)
         echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
@@ -59,7 +59,7 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
     return 1 if outcome.failures else 0
 
 
-def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo) -> None:
+def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo, headline: Path | None = None) -> None:
     """Judge the claims from the runs already finished under the reproduction's folder, run nothing, and write the
     report (into the folder) and / or the table."""
     if table is not None:
@@ -67,16 +67,17 @@ def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo) -
     if not (reproduction.root / "runs").is_dir():
         raise ConfigError(f"--judge-finished: {reproduction.root} holds no runs/ folder")
     judgement = reproduction.judge()
-    written = judgement.report(reproduction.root, table)
+    written = judgement.report(reproduction.root, table, headline)
     echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
 
 
-def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo) -> None:
+def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, headline: Path | None = None) -> None:
     """Decide every verdict again from ``source`` (a kept claims.json) and write the report and / or the table."""
     from icl_gd.claims.rejudge import load_claims_json
 
-    if out is None and table is None:
-        raise ConfigError("--rejudge needs somewhere to write: --out DIR and / or --update-table PAGE")
+    if out is None and table is None and headline is None:
+        raise ConfigError("--rejudge needs somewhere to write: --out DIR, --update-table PAGE and / or "
+                          "--update-headline PAGE")
     if table is not None:
         check_table_page(table)
     loaded = load_claims_json(Path(source))
@@ -86,7 +87,7 @@ def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo) -> N
          f"{loaded.runs_root}" if loaded.runs_root else
          "icl-gd: the runs are not beside this claims.json: the declared tests are taken as it recorded them")
     judgement = judged_later(loaded.judgement, Path(source))
-    written = judgement.report(out, table)
+    written = judgement.report(out, table, headline)
     h = judgement.header
     echo(f"wrote {', '.join(str(p) for p in written)}")
     echo(f"{judgement.summary} (re-judged from {source}, measured by `{h.command}` at commit {h.commit} on {h.date})")

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from icl_gd.claims.report_html import render_html
-from icl_gd.claims.report_markdown import (CONSTRUCTION_HEADING, README_END, README_START, readme_block,
-                                           readme_claims_json, render_markdown)
+from icl_gd.claims.report_markdown import (CONSTRUCTION_HEADING, HEADLINE_END, HEADLINE_START, README_END,
+                                           README_START, headline_block, readme_block, readme_claims_json,
+                                           render_markdown)
 from icl_gd.claims.gallery import gallery_html, gallery_markdown
 from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, claims_only, claims_summary, comparison,
                                    construction_checks, sentence_of, summary_json, value_text)
@@ -28,13 +29,16 @@ class Judgement:
     def summary(self) -> str:
         return claims_summary(self.results)
 
-    def report(self, out: Path | None = None, table: Path | None = None) -> list[Path]:
+    def report(self, out: Path | None = None, table: Path | None = None, headline: Path | None = None) -> list[Path]:
         """Write the report into ``out`` (claims.json, report.md, report.html, figures.md / .html) and / or the
         claims table into the page ``table`` (between its markers) with its per-seed values beside it
-        (``claims-table.json``); returns the files written."""
+        (``claims-table.json``), and / or the headline into the page ``headline`` (the README); returns the files
+        written."""
         written = []
         if table is not None:
             check_table_page(table)
+        if headline is not None:
+            marked_block_span(Path(headline), HEADLINE_START, HEADLINE_END, "--update-headline")
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)
             write_report(Path(out), self.results, self.header)
@@ -45,6 +49,10 @@ class Judgement:
             data.parent.mkdir(parents=True, exist_ok=True)
             write_json(data, claims_json(self.results, self.header, PageLinks(Path(table).parent)))
             written += [Path(table), data]
+        if headline is not None:
+            replace_marked_block(Path(headline), HEADLINE_START, HEADLINE_END, headline_block(self.results),
+                                 "--update-headline")
+            written.append(Path(headline))
         return written
 
 

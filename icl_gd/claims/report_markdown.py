@@ -182,4 +182,24 @@ def readme_block(results: Sequence[ClaimResult], header: ReportHeader, page: str
 
 CONSTRUCTION_HEADING = "### Construction checks"
 
+HEADLINE_START = "<!-- headline:start (written by icl-gd reproduce --update-headline; do not edit by hand) -->"
+HEADLINE_END = "<!-- headline:end -->"
+
+
+def headline_block(results: Sequence[ClaimResult]) -> str:
+    """The README's headline: each paper's counted sentences by verdict and by form, with the authors' code beside
+    them (``summary.by_paper`` in words), then ours, beyond the papers and the construction checks."""
+    lines = [HEADLINE_START, ""]
+    for section in SECTIONS:
+        members = section.members(results)
+        if not members:
+            continue
+        line = paper_headline(results, section.paper) if section.paper else \
+            summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
+        lines.append(f"- **{section.title}**: {line}.")
+    checks = construction_checks(results)
+    if checks:
+        lines.append(f"- **Construction checks**: {summary_line(checks, 'check')}.")
+    return "\n".join([*lines, "", HEADLINE_END])
+
 

@@ -55,6 +55,18 @@ TOLERANCES: dict[Form, Tolerance] = {t.form: t for t in (
               "float64 round-off of the operations the identity compares"),
 )}
 
+TOLERANCES_START = "<!-- tolerances:start (written from icl_gd/claims/registry/rules.py; do not edit by hand) -->"
+TOLERANCES_END = "<!-- tolerances:end -->"
+
+
+def tolerance_table() -> str:
+    """The tolerance table as Markdown (docs/verdicts.md holds it between its markers; a test keeps them equal)."""
+    rows = ["| form | how a sentence of this form is read | why this size |", "|---|---|---|"]
+    cell = lambda text: text.replace("|", "\\|")  # noqa: E731 - a literal bar would end the cell
+    rows += [f"| {t.form.value} | {cell(t.reading)} | {cell(t.reason)} |" for t in TOLERANCES.values()]
+    return "\n".join([TOLERANCES_START, "", *rows, "", TOLERANCES_END])
+
+
 # Where the paper gives no number, a threshold is its form's tolerance (above), worded per claim as these sources.
 RULES = {
     "match": f"ours: the 'matches' form: {TOLERANCES[Form.MATCHES].reading} ({TOLERANCES[Form.MATCHES].reason})",
