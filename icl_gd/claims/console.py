@@ -8,6 +8,7 @@ from pathlib import Path
 
 from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
 from icl_gd.claims.estimates import merge_into_kept
+from icl_gd.claims.kept import quick_agreement
 from icl_gd.claims.plan import select_claims
 from icl_gd.claims.report import check_table_page
 from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later
@@ -56,6 +57,8 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
         updated = merge_into_kept(reproduction.root / ESTIMATES_FILE)
         echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
     echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
+    if reproduction.quick and (agreement := quick_agreement(list(judgement.results))):
+        echo(f"{agreement} (report.md shows each claim's kept verdict beside this reading)")
     return 1 if outcome.failures else 0
 
 

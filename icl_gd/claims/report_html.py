@@ -14,6 +14,7 @@ from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, Clai
                                    flip_text, paper_headline, parts_of, sentence_of, sentences, summary_line,
                                    their_values, threshold_text, value_text, variants)
 from icl_gd.claims.claim import Kind
+from icl_gd.claims.kept import kept_text, quick_agreement
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222;
@@ -58,6 +59,8 @@ def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, sub: str = "
                     + f"<br><small>{esc(sentence.note)}</small><br>this condition: " + verdicts)
     if flip_text(r):
         verdicts += f'<div class="details">{esc(flip_text(r))}</div>'
+    if kept_text(r):
+        verdicts += f'<div class="details">{esc(kept_text(r))}</div>'
     draws = f'<div class="details">{esc(draws_note(r))}</div>' if draws_note(r) else ""
     if with_authors:
         theirs, compared_ = comparison(r)
@@ -89,7 +92,9 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, links: Pag
     body = ["<h1>Does icl-gd reproduce the papers?</h1>",
             f'<p id="summary"><b>{esc(claims_summary(results))}.</b>'
             + (" (--quick budget: claims that need the full budget are inconclusive by design.)"
-               if header.quick else "") + "</p>",
+               if header.quick else "")
+            + (f" {esc(quick_agreement(list(results)))}." if header.quick and quick_agreement(list(results)) else "")
+            + "</p>",
             f"<p>Produced by <code>{esc(header.command)}</code> at commit <code>{esc(header.commit)}</code> on "
             f"{esc(header.date)} ({header.wall_s / 60:.1f} min{esc(runs_text(header))})"
             f"{esc(rejudged_text(header))}.</p>",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from icl_gd.claims.claim import Kind
 from icl_gd.claims.departures import DEPARTURES, Departure
+from icl_gd.claims.kept import kept_text, quick_agreement
 from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
                                    Section, authors_text, claims_summary, construction_checks, draws_note, flip_text,
                                    paper_headline, parts_of, primaries, sentence_of, sentences, summary_line,
@@ -46,7 +47,7 @@ def _md_row(r: ClaimResult, links: PageLinks, link_runs: bool, sub: str = "",
     if sentence is not None and sentence.parts:
         own = f"**sentence {sentence.verdict.value}** ({_md(sentence.note)}); this condition: {own}"
     flip = flip_text(r)
-    verdict = own + (f" <br>{_md(flip)}" if flip else "")
+    verdict = own + (f" <br>{_md(flip)}" if flip else "") + (f" <br>{_md(kept_text(r))}" if kept_text(r) else "")
     quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not sub else ""
     follows = f" <br>set-up: {_md(r.claim.follows)}" if r.claim.follows.startswith("our reading") else ""
     details = f" <br>{_md(r.details)}" if r.details else ""
@@ -112,9 +113,11 @@ def _section_markdown(section: Section, results: Sequence[ClaimResult], links: P
 
 
 def render_markdown(results: Sequence[ClaimResult], header: ReportHeader, links: PageLinks) -> str:
+    agreement = quick_agreement(list(results)) if header.quick else ""
     parts = ["# Does icl-gd reproduce the papers?", "",
              f"**{claims_summary(results)}.**" + (" (`--quick` budget: claims that need the full budget are "
-                                                   "inconclusive by design.)" if header.quick else ""), "",
+                                                   "inconclusive by design.)" if header.quick else "")
+             + (f" {agreement}." if agreement else ""), "",
              f"Produced by `{header.command}` at commit `{header.commit}` on {header.date} "
              f"({header.wall_s / 60:.1f} min{runs_text(header)}){rejudged_text(header)}.", "",
              f"The authors' code column: {AGREEMENT_RULE}. {VARIANTS}", "",
