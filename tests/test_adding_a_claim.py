@@ -28,7 +28,7 @@ def test_the_page_s_claim_declares_and_judges_from_the_kept_runs(monkeypatch, ca
     monkeypatch.chdir(ROOT)
     exec(compile(judging, str(PAGE), "exec"), namespace)
     result = namespace["result"]
-    assert len(result.spread.values) == 10 and all(v < 0 for v in result.spread.values)  # it learned something
+    assert len(result.spread.values) >= 10 and all(v < 0 for v in result.spread.values)  # it learned something
     low, high = result.spread.interval
     expected = Verdict.HOLDS if high < -0.5 else Verdict.FAILS if low > -0.5 else Verdict.INCONCLUSIVE
     assert result.verdict is expected  # the rule read by hand from the same interval
