@@ -13,6 +13,7 @@ GD's stability bound).
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,14 @@ import torch
 from icl_gd.constructions.prop1 import gd_step_weights
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, ZeroPredictor
 from icl_gd.core.config import require_positive_ints, setting
-from icl_gd.core.errors import ConfigError
+from icl_gd.core.errors import ConfigError, ICLGDNotice
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
                                      trained_depth_rows, unstable_task_rows)
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
+from icl_gd.regression.population import PopulationOneStepGD, population_one_step_gd_of_task
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
@@ -42,6 +44,7 @@ from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 
 CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these factors: what alignment must tell apart
+POPULATION_LABEL = "GD, population optimum (closed form)"
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
                              batched=config.batched_seeds)
     common = {names.loss("zero"): run.score(ZeroPredictor(layout)).loss,
               names.loss("least_squares"): regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
-                                                    run.test.targets.double())}
+                                                    run.test.targets.double()),
+              **population_gd_metrics(population_gd(config), run.references["gd"].loss)}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
     iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
     depth, test = config.depth_sweep(), run.test
@@ -141,6 +145,31 @@ def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float])
     return LSAModel(config.model.lsa_config(layout)).load_weights(weights)
 
 
+def population_gd(config: SingleLayerConfig) -> PopulationOneStepGD | None:
+    """One GD step's population-optimal η* and expected loss E L(η*) over the task distribution, in closed form
+    (``icl_gd.regression.population``, derived in docs/population-gd.md): the exact value of what tuning η on
+    sampled held-out tasks and scoring on sampled test tasks estimates. None, with a notice, where the closed form
+    does not cover the run: more than one GD step, or a task law it has no form for."""
+    if config.model.layers != 1:
+        warnings.warn(f"no population one-step GD reference: the closed form is for one GD step, this run compares "
+                      f"{config.model.layers}", ICLGDNotice, stacklevel=2)
+        return None
+    try:
+        return population_one_step_gd_of_task(config.task)
+    except ConfigError as exc:
+        warnings.warn(f"no population one-step GD reference: {exc}", ICLGDNotice, stacklevel=2)
+        return None
+
+
+def population_gd_metrics(reference: PopulationOneStepGD | None, loss_gd: float) -> dict[str, float]:
+    """``loss_gd_population`` = E L(η*), ``eta_gd_population`` = η* and the relative gap of the sampled tuned GD's
+    test loss ``loss_gd`` to E L(η*); nothing without a reference (``population_gd``)."""
+    if reference is None:
+        return {}
+    return {names.loss("gd_population"): reference.loss, names.eta("gd_population"): reference.eta,
+            names.rel_gap("gd", "gd_population"): relative_gap(loss_gd, reference.loss)}
+
+
 def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, constructed: LSAModel,
                  interpolated: LSAModel, etas: list[float]) -> dict[str, Any]:
     layout, N = run.layout, run.config.task.n_context
@@ -153,7 +182,7 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
         "lr_gd": etas[0] if len(set(etas)) == 1 else etas,
         names.loss("interpolated"): run.score(interpolated).loss,
         names.loss("constructed"): run.score(constructed).loss,
-        "eta_trained": eta_trained[0] if len(eta_trained) == 1 else eta_trained,
+        names.eta("trained"): eta_trained[0] if len(eta_trained) == 1 else eta_trained,
         names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd.loss),
         **alignment_metrics("", trained, gd),
         **alignment_metrics(names.UNTRAINED, run.score(untrained), gd),
@@ -168,8 +197,10 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
 
 def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: dict[str, Any]):
     curves = run.tables["curves"]
+    population = mean.get(names.loss("gd_population"))  # absent where the closed form does not cover the run
     yield "loss_curves", loss_curves_figure([r for r in curves if r["model"] in ("trained", "gd", "interpolated")],
-                                            {"zero predictor": mean["loss_zero"]}, gap_to="gd")
+                                            {"zero predictor": mean["loss_zero"]}, gap_to="gd",
+                                            exact=None if population is None else {POPULATION_LABEL: population})
     controls = {f"GD with η × {factor:g}": {m: mean[f"{name}_{m}"] for m in ("pred_diff", "cos_sensitivity",
                                                                           "sensitivity_diff")}
                 for name, factor in CONTROLS.items()}

@@ -38,6 +38,7 @@ SWEEP_NAMES = {
     "distractors": ("distractor tokens in the context", "distractor tokens (count)"),
 }
 DASH_CYCLE = (":", (0, (6, 2)), "-.")
+EXACT_COLORS = ("#8c564b", "#e377c2")  # closed-form references: hues 6 and 7, clear of the models' (the first)
 OVERFLOW = 1e6  # a loss at or above this (or not finite) has overflowed
 
 
@@ -50,10 +51,12 @@ def _named(df: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y: bool = True,
-                       gap_to: str | None = None) -> "plt.Figure":
-    """Test loss over training, one line per model, mean and min-max band over seeds; references as lines. With
-    ``gap_to`` (a model in the curves, e.g. ``gd``), a second panel shows every other model's relative gap to it,
-    (L − L_ref) / L_ref: the quantity a "matches GD" claim is about, invisible on the loss panel's log axis."""
+                       gap_to: str | None = None, exact: dict[str, float] | None = None) -> "plt.Figure":
+    """Test loss over training, one line per model, mean and min-max band over seeds; references as dotted lines,
+    ``exact`` ones (losses in closed form over the task distribution, not sampled) as dashed lines. With ``gap_to``
+    (a model in the curves, e.g. ``gd``), a second panel shows every other model's relative gap to it,
+    (L − L_ref) / L_ref: the quantity a "matches GD" claim is about, invisible on the loss panel's log axis; the
+    exact references' gaps to it are dashed lines there too."""
     from icl_gd.core.plotting import legend_outside
 
     df = rows_frame(curves)
@@ -65,6 +68,8 @@ def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y
                  markevery=max(1, df.step.nunique() // 12), errorbar=("pi", 100), ax=ax)
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls=":", lw=1.2, color="#999999" if i == 0 else "#000000", label=name)
+    for i, (name, value) in enumerate((exact or {}).items()):
+        ax.axhline(value, ls="--", lw=1.2, color=EXACT_COLORS[i % len(EXACT_COLORS)], label=name)
     if log_y:
         ax.set_yscale("log")
     ax.set(xlabel="training step", ylabel="test loss, ½·mean squared error", title="test loss over training")
@@ -78,6 +83,10 @@ def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y
         sns.lineplot(data=_named(rows), x="step", y="gap", hue="model", style="model", markers=True, dashes=True,
                      markevery=max(1, rows.step.nunique() // 12), errorbar=("pi", 100), ax=ax)
         ax.axhline(0.0, color="black", lw=0.8)
+        reference = ref.groupby(level="step").mean().iloc[-1]  # at the last step (a reference's: at every step)
+        for i, (name, value) in enumerate((exact or {}).items()):
+            ax.axhline((value - reference) / reference, ls="--", lw=1.2, color=EXACT_COLORS[i % len(EXACT_COLORS)],
+                       label=name)
         ax.set_yscale("symlog", linthresh=0.01)  # linear within ±1 %, log beyond: the early gap and the last
         ax.set(xlabel="training step", ylabel=f"relative gap (L − L_{REFERENCE_NAMES.get(gap_to, gap_to)}) / "
                                               f"L_{REFERENCE_NAMES.get(gap_to, gap_to)}",

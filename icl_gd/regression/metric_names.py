@@ -10,7 +10,7 @@ from __future__ import annotations
 from icl_gd.core.metric_name import MetricName, symbol_of
 
 MODEL_SYMBOLS = {"gd": "GD", "gdpp": "GD++", "gdpp_adam": "GD++(Adam)", "gd_2steps": "GD2", "gd_1": "GD(1 step)",
-                 "zero": "0"}
+                 "gd_population": "GD(η*, population)", "zero": "0"}
 
 
 def model_symbol(model: str) -> str:
@@ -20,6 +20,11 @@ def model_symbol(model: str) -> str:
 def loss(model: str) -> MetricName:
     """A model's test loss: ``loss_<model>``."""
     return MetricName(f"loss_{model}", f"L_{model_symbol(model)}")
+
+
+def eta(model: str) -> MetricName:
+    """A model's GD step size η (closed-form, or read off trained weights; a list: one per step): ``eta_<model>``."""
+    return MetricName(f"eta_{model}", f"η_{model_symbol(model)}")
 
 
 def rel_gap(model: str, reference: str) -> MetricName:
