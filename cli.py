@@ -300,6 +300,13 @@ def reproduce(
     figures: str = typer.Option("first", "--figures", help="Which runs draw their figures: first (each plan's "
                                 "first seed: the figures the report and figures.md show), all, or none."),
     plan_only: bool = typer.Option(False, "--plan", help="Print the planned runs and the estimate, run nothing."),
+    fixed_seeds: bool = typer.Option(False, "--fixed-seeds", help="Run each plan's declared seeds only; by default "
+                                     "a plan runs more seeds (doubling, up to its maximum) while a claim of it is "
+                                     "unsettled."),
+    judge_finished: bool = typer.Option(False, "--judge-finished", help="Run nothing: judge the claims from the "
+                                        "runs already finished under --out (a claim missing a run is inconclusive, "
+                                        "naming it); with --update-table, the table of a run folder filled in "
+                                        "shares."),
     peak: Optional[str] = typer.Option(None, "--peak", help="With --plan: one core's float32 matrix-product peak "
                                        "in GFLOP/s for the products floor (float64 products at half of it), or "
                                        "'measure' (both precisions, about 4 s, kept for this machine's later "
@@ -309,6 +316,10 @@ def reproduce(
                                                  help="Also write the claims table between the claims-table markers "
                                                       "of this page (docs/claims.md), and its per-seed values to "
                                                       "claims-table.json beside it (--update-readme: the same)."),
+    update_headline: Optional[Path] = typer.Option(None, "--update-headline", help="Also write each paper's "
+                                                   "headline (its sentences by verdict and by form, the authors' "
+                                                   "code beside them) between the headline markers of this page "
+                                                   "(README.md)."),
     rejudge: Optional[Path] = typer.Option(None, "--rejudge", help="Run nothing: decide the verdicts again from "
                                            "this claims.json of an earlier reproduce (e.g. docs/claims-table.json), "
                                            "against today's records of the authors' code; with --out and / or "
@@ -327,19 +338,25 @@ def reproduce(
             if quick or only or plan_only or list_claims or update_estimates:
                 raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
                                   "--quick, --only, --plan and --list (and --update-estimates)")
-            rc.rejudge(rejudge, out, update_readme, typer.echo)
+            rc.rejudge(rejudge, out, update_readme, typer.echo, update_headline)
             raise typer.Exit(0)
         if list_claims:
             rc.list_claims(typer.echo)
             raise typer.Exit(0)
         reproduction = rc.Reproduction.of(out, only, quick, rc.Execution(backend, workers, address, device, threads,
-                                                                         progress, figures))
+                                                                         progress, figures, not fixed_seeds))
+        if judge_finished:
+            if plan_only or update_estimates:
+                raise ConfigError("--judge-finished runs nothing: drop --plan and --update-estimates")
+            rc.judge_finished(reproduction, update_readme, typer.echo, update_headline)
+            raise typer.Exit(0)
         if plan_only:
             rc.print_plan(reproduction, REGISTRY, peak, typer.echo)
             raise typer.Exit(0)
         if peak is not None:
             raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
-        code = rc.reproduce(reproduction, REGISTRY, all_checks, update_readme, update_estimates, typer.echo)
+        code = rc.reproduce(reproduction, REGISTRY, all_checks, update_readme, update_estimates, typer.echo,
+                            update_headline)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:
