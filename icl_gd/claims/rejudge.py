@@ -94,8 +94,8 @@ def load_claims_json(path: Path) -> Rejudged:
         elif values:
             failed, problem, checked, run_dirs, details = _tests(claim, entry, root, quick)
             verdict, note = judge_values(claim, values, failed, problem, quick, planned=True)
-            first_plan = plan_dirs(claim, root, quick)[0][:len(values)] if root is not None else []
-            draws = str(entry.get("draws") or "") or draws_text(claim, first_plan)
+            per_plan = [d[:len(values)] for d in plan_dirs(claim, root, quick)] if root is not None else []
+            draws = str(entry.get("draws") or "") or draws_text(claim, per_plan)
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
                                  checked, details, quick, draws)
         else:

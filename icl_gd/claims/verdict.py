@@ -286,24 +286,37 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
     spread = Spread(tuple(values), log=claim.log_scale) if values else None
     details = getattr(claim.statistic, "details", None)
     text = details(evidence, claim.passes) if details else ""
+    per_plan = [[e.run_dirs[p] for e in evidence] for p in range(len(evidence[0].run_dirs))] if evidence else []
     return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick,
-                       draws_text(claim, [e.run_dirs[0] for e in evidence]))
+                       draws_text(claim, per_plan))
 
 
-def draws_text(claim: Claim, first_plan_dirs: Sequence[Path]) -> str:
-    """Whether the seeds' runs (of the claim's first plan) were scored on test draws of their own, read from their
-    ``config.json`` (``evaluation.test_seed``); "" where the study draws no test tasks from a seed."""
+def draws_text(claim: Claim, per_plan: Sequence[Sequence[Path]]) -> str:
+    """Whether the seeds' runs were scored on test draws of their own, read from each plan's runs' ``config.json``
+    (``evaluation.test_seed``); "" where the study draws no test tasks from a seed. A plan given as one list of
+    directories (``per_plan[0]`` a Path) is the claim's first plan."""
     if claim.shared_draw:
         return f"shared: {claim.shared_draw}"
-    seeds = []
-    for run_dir in first_plan_dirs:
-        try:
-            seeds.append(read_json(Path(run_dir) / "config.json")["config"]["evaluation"]["test_seed"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return ""
-    if len(seeds) < 2:
+    plans = [per_plan] if per_plan and isinstance(per_plan[0], (str, Path)) else list(per_plan)
+    verdicts = []
+    for dirs in plans:
+        seeds = []
+        for run_dir in dirs:
+            try:
+                seeds.append(read_json(Path(run_dir) / "config.json")["config"]["evaluation"]["test_seed"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return ""
+        if len(seeds) >= 2:
+            verdicts.append((len(set(seeds)) == len(seeds), len(seeds), seeds[0]))
+    if not verdicts:
         return ""
-    if len(set(seeds)) == len(seeds):
-        return f"independent: each of the {len(seeds)} seeds scored on its own test draw (test_seed {seeds[0]}, ...)"
-    return (f"shared: the {len(seeds)} seeds were scored on the same test tasks (test_seed {seeds[0]}); the interval "
-            "is over training seeds only")
+    if all(own for own, _, _ in verdicts):
+        n = verdicts[0][1]
+        return f"independent: each of the {n} seeds scored on its own test draw (test_seed {verdicts[0][2]}, ...)"
+    if not any(own for own, _, _ in verdicts) and len(verdicts) == 1:
+        _, n, seed = verdicts[0]
+        return (f"shared: the {n} seeds were scored on the same test tasks (test_seed {seed}); the interval is over "
+                "training seeds only")
+    shared = [i for i, (own, _, _) in enumerate(verdicts) if not own]
+    return (f"partly shared: the seeds of plan{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} of "
+            f"{len(verdicts)} were scored on the same test tasks, the others on draws of their own")
