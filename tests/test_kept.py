@@ -27,6 +27,8 @@ def test_a_quick_reading_is_set_beside_the_kept_verdict_and_its_side(tmp_path, m
     assert text.endswith("this reading is on the other side of the threshold")
     assert kept_text(ClaimResult(LOSS, Verdict.HOLDS, Spread((0.001, 0.002, 0.001)))) == ""  # full budget: nothing
     assert quick_agreement([_quick(0.004)]).startswith("Beside the kept full-budget table: 1 of the 1 claims")
+    assert quick_agreement([_quick(0.05)]).endswith("0 of the 1 claims it settled read on the same side of their "
+                                                    "threshold here; on the other side: vo-single-loss")
     write_report(tmp_path, [_quick(0.004)], ReportHeader("icl-gd reproduce --quick", "abc", "today", True, 1.0))
     md = (tmp_path / "report.md").read_text()
     assert "kept full budget: holds" in md and "1 of the 1 claims it settled read on the same side" in md

@@ -87,11 +87,13 @@ def kept_text(result: ClaimResult) -> str:
 
 def quick_agreement(results: list[ClaimResult]) -> str:
     """The --quick headline's last sentence: of the claims the kept table settled, how many quick readings lie on
-    the side of the threshold it found."""
+    the side of the threshold it found, and which do not."""
     kept = kept_verdicts()
-    sides = [quick_side(r, kept[r.claim.id]) for r in results if r.quick and r.claim.id in kept]
-    judged = [s for s in sides if s is not None]
+    sides = [(r.claim.id, quick_side(r, kept[r.claim.id])) for r in results if r.quick and r.claim.id in kept]
+    judged = [(claim_id, side) for claim_id, side in sides if side is not None]
     if not judged:
         return ""
-    return (f"Beside the kept full-budget table: {sum(judged)} of the {len(judged)} claims it settled read on the same "
-            "side of their threshold here")
+    other = [claim_id for claim_id, side in judged if not side]
+    return (f"Beside the kept full-budget table: {len(judged) - len(other)} of the {len(judged)} claims it settled "
+            "read on the same side of their threshold here"
+            + (f"; on the other side: {', '.join(other)}" if other else ""))

@@ -11,9 +11,8 @@ from icl_gd.claims.report_markdown import (CHECKS_INTRO, VARIANTS, departures_of
                                            runs_text)
 from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
                                    claims_summary, comparison, construction_checks, draws_note, embedded_png,
-                                   flip_text, paper_headline, parts_of, sentence_of, sentences, summary_line,
+                                   flip_text, parts_of, section_line, sentence_of,
                                    their_values, threshold_text, value_text, variants)
-from icl_gd.claims.claim import Kind
 from icl_gd.claims.kept import kept_text, quick_agreement
 
 
@@ -107,8 +106,7 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, links: Pag
         members = section.members(results)
         if not members:
             continue
-        line = paper_headline(results, section.paper) if section.paper else \
-            summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
+        line = section_line(section, results)
         rows = "".join(_html_row(r, links, True, results=results)
                        + "".join(_html_row(p, links, True, "part") for p in parts_of(r, results))
                        + "".join(_html_row(v, links, True, "variant") for v in variants(r, results))

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from icl_gd.claims.claim import Kind
 from icl_gd.claims.departures import DEPARTURES, Departure
 from icl_gd.claims.kept import kept_text, quick_agreement
 from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
                                    Section, authors_text, claims_summary, construction_checks, draws_note, flip_text,
-                                   paper_headline, parts_of, primaries, sentence_of, sentences, summary_line,
+                                   parts_of, primaries, section_line, sentence_of, summary_line,
                                    threshold_text, value_text, variants)
 
 
@@ -102,10 +101,7 @@ def _section_markdown(section: Section, results: Sequence[ClaimResult], links: P
     members = section.members(results)
     if not members:
         return []
-    if section.paper:
-        line = paper_headline(results, section.paper)
-    else:
-        line = summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
+    line = section_line(section, results)
     parts = [f"{heading} {section.title}", "", f"**{line}.**", ""]
     if section.key in SECTION_INTRO:
         parts += [SECTION_INTRO[section.key], ""]
@@ -197,8 +193,7 @@ def headline_block(results: Sequence[ClaimResult]) -> str:
         members = section.members(results)
         if not members:
             continue
-        line = paper_headline(results, section.paper) if section.paper else \
-            summary_line(sentences(results, members), "check" if section.kind is Kind.OURS else "claim")
+        line = section_line(section, results)
         lines.append(f"- **{section.title}**: {line}.")
     checks = construction_checks(results)
     if checks:

@@ -262,6 +262,14 @@ def unsettled_text(summary: dict) -> str:
     return f" ({at_max} unsettled at their maximum of seeds, {more} with more seeds planned)"
 
 
+def section_line(section: Section, results: Sequence[ClaimResult]) -> str:
+    """A section's headline: a paper's (``paper_headline``), or the counts of ours / beyond the papers."""
+    if section.paper:
+        return paper_headline(results, section.paper)
+    counted = sentences(results, section.members(results))
+    return summary_line(counted, "check" if section.kind is Kind.OURS else "claim")
+
+
 def claims_summary(results: Sequence[ClaimResult]) -> str:
     """The headline: each paper's claims (each sentence once), then ours and beyond the papers, then the
     construction checks, each counted on its own."""
