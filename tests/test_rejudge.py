@@ -150,4 +150,4 @@ def test_rejudge_checks_the_readme_before_writing_anything(tmp_path, earlier):
 
 def test_rejudge_needs_somewhere_to_write(earlier):
     result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier)])
-    assert result.exit_code == 2 and "--out DIR and / or --update-table" in result.output
+    assert result.exit_code == 2 and "--out DIR, --update-table PAGE and / or --update-headline PAGE" in result.output

@@ -222,15 +222,16 @@ def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
 
 def _section_counts(block: str) -> list[tuple[tuple[int, ...], list[str]]]:
     """Each section of a generated block (### heading): its headline's counts and its rows' verdicts (sub-rows, the
-    variants, are not counted)."""
+    parts and variants, are not counted)."""
     out = []
     for section in re.split(r"^### ", block, flags=re.M)[1:]:
         head = re.search(r"^\*\*(\d+) (?:claims?|checks?)(?: judged)?: (\d+) holds?, (\d+) fails?, "
-                         r"(\d+) inconclusive(?:, (\d+) no valid reference)?[.;]", section, re.M)
+                         r"(\d+) inconclusive(?:, (\d+) no valid reference)?(?: \([^)]*\))?[.;]", section, re.M)
         if head is None:  # the construction checks' section
             continue
-        rows = re.findall(r"^\| `([a-z0-9-]+)`.*? \|.*\| \*\*(holds|fails|inconclusive|no valid reference)\*\*",
-                          section, re.M)
+        # a sentence of several conditions counts by the sentence's verdict ("**sentence fails** ...")
+        rows = re.findall(r"^\| `([a-z0-9-]+)`.*? \|.*\| \*\*(?:sentence )?(holds|fails|inconclusive|no valid "
+                          r"reference)\*\*", section, re.M)
         out.append((tuple(int(g or 0) for g in head.groups()), rows))
     return out
 
