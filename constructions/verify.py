@@ -22,6 +22,8 @@ CHECK_MODULES: tuple[str, ...] = (
     "icl_gd.constructions.gdpp",
     "icl_gd.constructions.algorithms",
     "icl_gd.constructions.population_gd",
+    "icl_gd.constructions.delta_rule",
+    "icl_gd.constructions.mesa",
 )
 
 
