@@ -136,14 +136,14 @@ def test_seeds_that_share_a_test_draw_are_flagged(tmp_path):
     claim = BY_ID["vo-single-loss"]
     shared = [_run_with_test_seed(tmp_path, f"s{i}", 2023) for i in range(3)]
     own = [_run_with_test_seed(tmp_path, f"o{i}", 2023 + i) for i in range(3)]
-    assert draws_text(claim, shared).startswith("shared: the 3 seeds were scored on the same test tasks")
-    assert draws_text(claim, own).startswith("independent: each of the 3 seeds")
+    assert draws_text(claim, [shared]).startswith("shared: the 3 seeds were scored on the same test tasks")
+    assert draws_text(claim, [own]).startswith("independent: each of the 3 seeds")
     # a claim over several plans is independent only when every plan's seeds are
     assert draws_text(claim, [own, own]).startswith("independent")
     assert draws_text(claim, [own, shared]).startswith("partly shared: the seeds of plan 1 of 2")
     # a plan whose paper fixes the test split says why, whatever the runs
     dual = BY_ID["irie-table1-correct"]
-    assert draws_text(dual, own).startswith("shared: the paper's fixed test split")
+    assert draws_text(dual, [own]).startswith("shared: the paper's fixed test split")
 
 
 def test_each_regression_seed_draws_its_own_test_tasks_and_seed_zero_keeps_the_default():

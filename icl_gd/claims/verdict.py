@@ -89,7 +89,6 @@ class ClaimResult:
     details: str = ""
     quick: bool = False  # judged from --quick runs (their set-up is not the full budget's where the plans differ)
     draws: str = ""  # whether the seeds are independent replicates of the test draw, in words ("": not known)
-    source: str = ""  # where the values come from when the table merges several reproductions (their command)
 
     @property
     def flip(self) -> Flip | None:
@@ -293,13 +292,12 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
 
 def draws_text(claim: Claim, per_plan: Sequence[Sequence[Path]]) -> str:
     """Whether the seeds' runs were scored on test draws of their own, read from each plan's runs' ``config.json``
-    (``evaluation.test_seed``); "" where the study draws no test tasks from a seed. A plan given as one list of
-    directories (``per_plan[0]`` a Path) is the claim's first plan."""
+    (``evaluation.test_seed``), one list of seed directories per plan; "" where the study draws no test tasks from a
+    seed."""
     if claim.shared_draw:
         return f"shared: {claim.shared_draw}"
-    plans = [per_plan] if per_plan and isinstance(per_plan[0], (str, Path)) else list(per_plan)
     verdicts = []
-    for dirs in plans:
+    for dirs in per_plan:
         seeds = []
         for run_dir in dirs:
             try:
