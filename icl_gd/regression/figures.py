@@ -69,7 +69,8 @@ def loss_curves_figure(curves, references: dict[str, float] | None = None, log_y
     for i, (name, value) in enumerate((references or {}).items()):
         ax.axhline(value, ls=":", lw=1.2, color="#999999" if i == 0 else "#000000", label=name)
     for i, (name, value) in enumerate((exact or {}).items()):
-        ax.axhline(value, ls="--", lw=1.2, color=EXACT_COLORS[i % len(EXACT_COLORS)], label=name)
+        # behind the curves: a sampled reference within a few % of it stays visible on top
+        ax.axhline(value, ls="--", lw=1.0, alpha=0.8, zorder=1, color=EXACT_COLORS[i % len(EXACT_COLORS)], label=name)
     if log_y:
         ax.set_yscale("log")
     ax.set(xlabel="training step", ylabel="test loss, ½·mean squared error", title="test loss over training")
