@@ -81,11 +81,6 @@ DEPARTURES: tuple[Departure, ...] = (
               "heads 1, 2, 4, unscaled logits, init 0.001 / fan_in", "shows the copy with more heads (as §4 does)"),
     Departure(_VO, "separate-tokens", "training", "10 000 steps, batch 2048, lr 1e-3, clip 10",
               "4000 steps, batch 512, lr 3e-3, no clip", "CPU budget (the paper preset takes ~30 min on 2 cores)"),
-    Departure(_VO, "separate-tokens", "steps of the paper preset (the claims' plan)",
-              "Fig. 5's axis runs to 40 000 steps, and its caption says these models 'take an order of magnitude "
-              "longer to train'", "10 000 (their notebook's setting)",
-              "the kept runs follow the notebook; at 40 000 steps a seed costs 1.6-3 CPU hours here, so the longer "
-              "runs are still to be made (vo-separate-one-step's seed 0 leaves its plateau near step 5000)"),
     Departure(_VO, "softmax-heads", "model.scaled_logits", "logits / √(key size)", "unscaled",
               "the paper's layer (§2, App. A.1 Eq. 6) has no 1/√d; keeps the 0.1 numbers comparable"),
     Departure(_VO, "softmax-heads", "training", "5000 steps, batch 2048, lr 1e-3, clip 1e-3",
