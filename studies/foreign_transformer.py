@@ -1,9 +1,10 @@
 """Study `foreign-transformer` (beyond the papers): does a GPT-style softmax transformer that owes nothing to von
 Oswald et al.'s construction do gradient descent?
 
-Trains a small causal softmax transformer on Garg et al.'s (2022) interleaved x / y tokens, curriculum-free, with
-their objective (the squared error at every prefix: ``icl_gd.regression.gpt``), on in-context linear regression
-with Gaussian inputs (theirs), then asks of it what icl-gd asks of its own models (``icl_gd.regression.compare``):
+Trains a small causal softmax transformer on Garg et al.'s (2022) interleaved x / y tokens with their objective (the
+squared error at every prefix: ``icl_gd.regression.gpt``) and their curriculum (``icl_gd.regression.curriculum``:
+dimensions and context points grown in stages), on in-context linear regression with Gaussian inputs (theirs), at a
+learning rate warmed up linearly to its peak, then asks of it what icl-gd asks of its own models (``icl_gd.regression.compare``):
 loss, prediction difference and sensitivity cosine against tuned GD for 1..K steps, GD++, preconditioned GD,
 Iterative Newton, least squares and ridge, and per layer (linear probes on the query's state) the best-matching
 step count of each algorithm. Writes ``comparison.csv`` (the tidy table, one block per seed), ``curves.csv``,
@@ -22,7 +23,8 @@ from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.baselines import LeastSquaresPredictor
 from icl_gd.regression.compare import CompareConfig, compare, comparison_figure, tuned_references
-from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
+from icl_gd.regression.curriculum import CurriculumConfig, CurriculumTokenTask
+from icl_gd.regression.gpt import EveryPrefix, GPTConfig, GPTRegressor
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
                                      regression_work)
 from icl_gd.regression.study_spec import regression_study
@@ -67,23 +69,33 @@ class GPTModelConfig:
 class ForeignTransformerConfig(RegressionConfig):
     task: GargTaskConfig = parts(GargTaskConfig, "the tasks")
     model: GPTModelConfig = parts(GPTModelConfig, "the transformer")
+    # lr 1e-3 warmed up over the first 5% of the steps: the peak of Raventós et al.'s (2023) schedule, the upper
+    # end of the field's range (Garg et al.: 1e-4 constant over 500 000 steps, a budget 25x the claims' plan's).
     training: TrainingConfig = parts(TrainingConfig, "optimisation (AdamW; every prefix's squared error)",
-                                     steps=4000, batch_size=128, lr=3e-3, grad_clip=1.0)
+                                     steps=4000, batch_size=128, lr=1e-3, grad_clip=1.0, warmup=0.05)
+    curriculum: CurriculumConfig = parts(CurriculumConfig, "Garg et al.'s curriculum (stages of d and N)")
     evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", seeds=1, n_test=2000, n_tune=2048,
                                          eval_every=250)
     compare: CompareConfig = parts(CompareConfig, "the references and the per-layer matching")
 
 
+def train_task(config: ForeignTransformerConfig) -> CurriculumTokenTask:
+    """The training tasks: Garg et al.'s, read at every prefix, grown by the curriculum over the resolved steps."""
+    task = config.task.build()
+    stages = config.curriculum.schedule(task.d, task.n_context, config.train_config().steps)
+    return CurriculumTokenTask(task, curriculum=stages)
+
+
 def training_work(config: ForeignTransformerConfig) -> list[TrainingWork]:
     """What ``run`` trains per seed: the GPT read at every prefix, with the resolved settings."""
-    task = EveryPrefixTokenTask(config.task.build())
+    task = train_task(config)
     return [regression_work("gpt", task, lambda seed: EveryPrefix(config.model.build(task.layout, seed)),
                             config.train_config())]
 
 
 def run(config: ForeignTransformerConfig, ctx: RunContext) -> dict[str, Any]:
     task = config.task.build()
-    run = RegressionRun(config, ctx, EveryPrefixTokenTask(task))
+    run = RegressionRun(config, ctx, train_task(config))
     run.add_reference("least_squares", LeastSquaresPredictor(run.layout), align=False)
     # The comparison's test and tuning tasks are the evaluation's; its references are tuned once for every seed.
     ev = config.evaluation

@@ -96,6 +96,8 @@ class TrainingConfig:
     checkpoint_every: int = setting(1000, "steps between checkpoints; a rerun of the same command resumes")
     compile: bool = setting(False, "run the training step through torch.compile (about 2x per step once built, "
                                    "about 15 s to build, needs a C++ compiler)")
+    warmup: float = setting(0.0, "fraction of the steps over which the learning rate rises linearly from 0 to lr "
+                                 "(0: none)")
 
     def __post_init__(self) -> None:
         require_optimizer_keys(self)

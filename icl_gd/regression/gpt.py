@@ -99,11 +99,12 @@ class GPTRegressor(nn.Module):
                 param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
 
     def hidden_states(self, tokens: torch.Tensor) -> list[torch.Tensor]:
-        """The states (B, T, width) after each of the L blocks."""
-        if tokens.shape[1:] != (self.config.n_tokens, self.config.d_in):
-            raise ConfigError(f"the model takes tokens (B, {self.config.n_tokens}, {self.config.d_in}), got "
+        """The states (B, T, width) after each of the L blocks. T may be shorter than the model's ``n_tokens``: the
+        model is causal, so a prefix's states are the full sequence's first T (a curriculum trains on prefixes)."""
+        if tokens.dim() != 3 or not 1 <= tokens.shape[1] <= self.config.n_tokens or tokens.shape[2] != self.config.d_in:
+            raise ConfigError(f"the model takes tokens (B, T ≤ {self.config.n_tokens}, {self.config.d_in}), got "
                               f"{tuple(tokens.shape)}")
-        h = self.read_in(tokens) + self.positions
+        h = self.read_in(tokens) + self.positions[:tokens.shape[1]]
         states = []
         for block in self.blocks:
             h = block(h)
