@@ -34,8 +34,8 @@ from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import legend_outside, plt, sns
-from icl_gd.regression.figures import (alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure,
-                                       rows_frame)
+from icl_gd.regression.figures import (alignment_curves_figure, damping_scan_figure, depth_figure,
+                                       loss_curves_figure, ood_figure, rows_frame)
 from icl_gd.core.study import RunContext
 from icl_gd.core.shared import TABLES
 from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
@@ -209,6 +209,8 @@ def figures(run: RegressionRun, model: LSAModel, constructed: LSAModel, mean: di
     yield "ood", ood_figure(run.tables["ood"])
     if run.tables.get("depth"):
         yield "past_training_depth", depth_figure(run.tables["depth"], run.config.dampings, run.config.model.layers)
+    if len(run.config.dampings) >= 3 and run.config.rollout_draws >= 2 and run.tables.get("rollout_draws"):
+        yield "rollout_damping_scan", damping_scan_figure(run.tables["rollout_draws"], run.tables["rollout_tasks"])
     yield "interpolation", interpolation_figure(run.tables["interpolation"],
                                                 {"tuned GD": mean["loss_gd"], "trained": mean["loss_trained"]})
     trained_w, constructed_w = model.weights()[0], constructed.weights()[0]

@@ -134,3 +134,19 @@ def test_unstable_task_rows_name_the_tasks_beyond_the_bound():
     calm = [r for r in rows if r["damping"] == 0.01]  # bound 2000: none beyond, the worst task named
     assert [(r["task"], r["beyond_bound"], r["beyond_count"]) for r in calm] == [(4, False, 0)]
     assert [r["task"] for r in unstable_task_rows(x, eta, (damping,), most=1)] == [4]
+
+
+def test_a_diverging_draw_is_counted_as_such():
+    from icl_gd.regression.depth import divergence_shares, diverges
+
+    assert diverges([1.0, 0.5, 2.0]) and diverges([1.0, 0.5, float("inf")]) and diverges([1.0, float("nan")])
+    assert not diverges([1.0, 2.0, 0.9]) and not diverges([])  # a bump that comes back down converged
+    rows = []
+    for draw, curve in enumerate(([1.0, 0.8, 0.7], [1.0, 1.5, 3.0], [1.0, 0.9, float("inf")])):
+        for n, loss in enumerate(curve, start=1):
+            rows.append({"seed": "0", "draw": str(draw), "damping": "0.75", "applications": str(n),
+                         "model": "trained", "loss": str(loss)})
+            rows.append({"seed": "0", "draw": str(draw), "damping": "0.75", "applications": str(n),
+                         "model": "gd", "loss": "0.5"})
+    shares = divergence_shares(rows)
+    assert shares[(0.75, "trained")] == (2, 3) and shares[(0.75, "gd")] == (0, 3)

@@ -13,6 +13,7 @@ from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
 from icl_gd.claims.evidence import table_rows as _table
 from icl_gd.claims.formatting import format_value
 from icl_gd.core.results import read_json
+from icl_gd.regression.depth import diverges
 from icl_gd.regression.metric_names import model_symbol
 
 _COLUMNS = {"loss": "mean loss over the test tasks", "median_loss": "median loss over the test tasks"}
@@ -160,8 +161,9 @@ class OverDraws:
 
 
 def _diverges(curves: dict[str, list[float]]) -> bool:
-    """Whether the trained layer's or GD's loss after the last application is not finite or above the first's."""
-    return any(not math.isfinite(c[-1]) or c[-1] > c[0] for m, c in curves.items() if m in ("trained", "gd") and c)
+    """Whether the trained layer's or GD's curve ``diverges`` (its loss after the last application not finite or
+    above the first's)."""
+    return any(diverges(c) for m, c in curves.items() if m in ("trained", "gd"))
 
 
 def _test_seed(evidence: SeedEvidence, plan: int) -> int | None:

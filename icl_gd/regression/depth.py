@@ -14,6 +14,7 @@ tasks beyond the stability bound of each draw are named (``unstable_task_rows``,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -148,3 +149,26 @@ def unstable_task_rows(x_context: torch.Tensor, eta: float, dampings: Sequence[f
                   "lambda_max": float(top[task]), "beyond_bound": bool(top[task] > bound)}
                  for task in order[:max(1, min(count, most))]]
     return rows
+
+
+def diverges(losses: Sequence[float]) -> bool:
+    """Whether a roll-out's loss curve (after n = 1, 2, ... applications) diverges: its last loss not finite or
+    above its first (a damped repeated step that converges ends below where it started)."""
+    return bool(losses) and (not math.isfinite(losses[-1]) or losses[-1] > losses[0])
+
+
+def divergence_shares(rows: Sequence[Mapping[str, Any]], models: Sequence[str] = ("trained", "gd")
+                      ) -> dict[tuple[float, str], tuple[int, int]]:
+    """(damping, model) -> (draws whose curve ``diverges``, draws) over the rows of ``rollout_draws.csv`` (or of
+    ``depth.csv``: one draw), each row {seed?, draw?, damping, applications, model, loss}; values may be strings
+    (as read back from a CSV)."""
+    curves: dict[tuple[float, str, int, int], dict[int, float]] = {}
+    for row in rows:
+        if row["model"] in models:
+            key = (float(row["damping"]), str(row["model"]), int(row.get("seed") or 0), int(row.get("draw") or 0))
+            curves.setdefault(key, {})[int(row["applications"])] = float(row["loss"])
+    counts: dict[tuple[float, str], tuple[int, int]] = {}
+    for (damping, model, _, _), by_n in sorted(curves.items()):
+        bad, total = counts.get((damping, model), (0, 0))
+        counts[(damping, model)] = (bad + diverges([by_n[n] for n in sorted(by_n)]), total + 1)
+    return counts

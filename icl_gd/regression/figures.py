@@ -181,6 +181,50 @@ def depth_figure(depth_rows, dampings, trained_depth: int) -> "plt.Figure":
     return fig
 
 
+def damping_scan_figure(draw_rows, task_rows) -> "plt.Figure":
+    """Where the damped roll-out turns unstable, per damping λ over the independent test draws of
+    ``rollout_draws.csv`` (rows {draw, damping, applications, model, loss}): left, the share of draws on which the
+    trained layer's and GD's curves diverge (``depth.diverges``) beside the share of draws holding a task beyond GD's
+    stability bound 2N/(λη) (``rollout_tasks.csv`` rows {draw, damping, beyond_count}), the bound's prediction for
+    GD; right, the loss after the last application, median over the draws with the interquartile range."""
+    import numpy as np
+
+    from icl_gd.core.plotting import legend_outside
+    from icl_gd.regression.depth import divergence_shares
+
+    shares = divergence_shares(draw_rows)
+    dampings = sorted({d for d, _ in shares})
+    beyond: dict[float, dict[int, bool]] = {}
+    for row in task_rows:
+        beyond.setdefault(float(row["damping"]), {})[int(row.get("draw") or 0)] = int(row["beyond_count"]) > 0
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 3.6))
+    for i, model in enumerate(("trained", "gd")):
+        label = model_name(model)
+        counts = [shares.get((d, model), (0, 0)) for d in dampings]
+        left.plot(dampings, [b / t if t else np.nan for b, t in counts], "o-", color=f"C{i}", label=label)
+    left.plot(dampings, [np.mean(list(beyond[d].values())) if beyond.get(d) else np.nan for d in dampings], "k--",
+              lw=1.0, label="draws with a task beyond 2N/(λη)")
+    draws = len({(str(r.get("draw") or 0)) for r in draw_rows})
+    seeds = len({(str(r.get("seed") or 0)) for r in draw_rows})
+    left.set(xlabel="damping λ", ylabel="share of curves diverging", ylim=(-0.03, 1.03),
+             title=f"divergence within the roll-out ({draws} test draws per λ"
+                   + (f", {seeds} trained seeds)" if seeds > 1 else ")"))
+    df = _named(rows_frame(draw_rows))
+    last = df[df.applications == df.applications.max()]
+    for i, (name, part) in enumerate(last.groupby("model", sort=False)):
+        by_damping = part.replace([np.inf], np.nan).groupby("damping").loss
+        q = by_damping.quantile([0.25, 0.5, 0.75]).unstack()
+        right.errorbar(q.index, q[0.5], yerr=[q[0.5] - q[0.25], q[0.75] - q[0.5]], fmt="o-", capsize=3,
+                       color=f"C{i}", label=name)
+    right.set(yscale="log", xlabel="damping λ", ylabel="test loss after the last application",
+              title="median over draws (bars: quartiles)")
+    legend_outside(right, title="model")
+    left.legend(fontsize=8, loc="upper left")
+    fig.suptitle("the damped roll-out across λ: where repeated steps turn unstable")
+    fig.tight_layout()
+    return fig
+
+
 def heads_figure(per_seed, heads, references: dict[str, float], cosine: bool = False) -> "plt.Figure":
     """Final test loss (and, with ``cosine``, the sensitivity cosine vs GD) against the number of heads, per seed,
     with references as horizontal lines; metrics ``loss_trained_h{H}`` and ``cos_sensitivity_h{H}``."""
