@@ -66,7 +66,11 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 ("figures/per_layer_loss.png", "figures/alignment_vs_gdpp.png")),
     PaperFigure("vo-fig10", VON_OSWALD, "von Oswald et al., Figure 10", _VO_FIG.format(10),
                 "Damping the repeated self-attention update: the trained layer and GD applied past the training "
-                "depth for several damping factors.", ("figures/past_training_depth.png",)),
+                "depth for several damping factors. Ours beside it: a scan of λ = 0.60 to 0.80 on 20 independent "
+                "test draws (icl-gd run single-layer --seeds 3 --set dampings=0.6,0.65,0.7,0.75,0.8 --set "
+                "rollout_draws=20; kept in docs/rollout-scan and docs/figures/rollout-damping-scan.png) locates "
+                "where GD's and the trained layer's roll-outs turn unstable.",
+                ("figures/past_training_depth.png", "figures/rollout_damping_scan.png")),
     PaperFigure("vo-fig12", VON_OSWALD, "von Oswald et al., Figure 12", _VO_FIG.format(12),
                 "Softmax self-attention with more and more heads against one step of GD: final loss and alignment "
                 "per head count.", ("figures/heads.png", "figures/loss_curves.png")),
