@@ -113,3 +113,13 @@ SIM_ERRORS_PGD_MINUS_GD_LAST = MetricName("sim_errors_pgd_minus_gd_last",
 PRED_DIFF_RATIO_LS_OVER_GD1 = MetricName("pred_diff_ratio_least_squares_over_gd_1",
                                          "mean |ŷ - ŷ_least squares| / mean |ŷ - ŷ_GD(1 step)|")
 LOSS_RATIO_TRAINED_OVER_GD1 = MetricName("loss_ratio_trained_over_gd_1", "L_trained / L_GD(1 step)")
+# online-layers (``icl_gd.regression.order``)
+def order_sensitivity(model: str) -> MetricName:
+    """How far ``model``'s ŷ moves when its context is permuted, relative to ŷ's size: ``order_sensitivity_<model>``."""
+    return MetricName(f"order_sensitivity_{model}", f"order sensitivity of {model_symbol(model)}")
+
+
+def order_log2_ratio(model: str, algorithm: str) -> MetricName:
+    """log2 of ``model``'s order sensitivity over ``algorithm``'s: ``order_log2_ratio_<model>_vs_<algorithm>``."""
+    m, a = model_symbol(model), model_symbol(algorithm)
+    return MetricName(f"order_log2_ratio_{model}_vs_{algorithm}", f"log2(order_{m} / order_{a})")

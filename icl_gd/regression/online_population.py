@@ -1,0 +1,105 @@
+"""Online GD with a constant step size over the task distribution: its expected query loss after every prefix of
+the context, in closed form, and the step size that minimises it (docs/online-layers.md derives it).
+
+The tasks of ``LinearRegressionTask``: W* ~ N(0, s² I) (d_y, d), inputs with i.i.d. zero-mean coordinates
+(σ² = E x_j², kurtosis κ = E x_j⁴ / σ⁴: 3 for Gaussian inputs), labels y = W* x + ε, ε ~ N(0, τ² I), on every token,
+the query's included. Online GD from W_0 = 0, W_t = W_{t-1} - η (W_{t-1} x_t - y_t) x_tᵀ, has the error
+E_t = W_t - W* = E_{t-1} (I - η x_t x_tᵀ) + η ε_t x_tᵀ, and since x_t is independent of E_{t-1},
+
+    E[(I - η x xᵀ)²] = (1 - 2ησ² + η²σ⁴(d - 1 + κ)) I = ρ(η) I,    E‖η ε xᵀ‖² = η² τ² d σ² (per output),
+
+so e_t = E‖E_t‖²_F obeys e_0 = d_y d s², e_t = ρ e_{t-1} + d_y η² τ² d σ², and the query loss after t tokens is
+
+    L_t(η) = ½ E‖E_t x_q - ε_q‖² = ½ (σ² e_t + d_y τ²).
+
+Noiseless (τ = 0), L_t = ½ d_y d s² σ² ρ(η)^t, minimised at every t by the η minimising ρ:
+η* = 1 / (σ² (d - 1 + κ)), ρ* = 1 - 1 / (d - 1 + κ); for Gaussian inputs η* = 1/(σ²(d + 2)) and
+L_t(η*) = ½ d_y d s² σ² ((d + 1)/(d + 2))^t. With noise the η minimising L_N depends on N and is found numerically
+(``PopulationOnlineGD.eta``). The one batch GD step of the same tasks is ``icl_gd.regression.population``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icl_gd.core.config import require_positive_int
+from icl_gd.core.errors import ConfigError
+from icl_gd.regression.config import RegressionTaskConfig
+from icl_gd.regression.population import InputMoments, population_one_step_gd_of_task
+from icl_gd.regression.tasks import LinearRegressionTask
+
+_GOLDEN = (5 ** 0.5 - 1) / 2
+
+
+@dataclass(frozen=True)
+class PopulationOnlineGD:
+    """Online GD with constant step η from W = 0 over the task distribution (module docstring): d inputs,
+    N = ``n_context`` context pairs, d_y outputs, W* ~ N(0, ``weight_scale``² I), label noise of std
+    ``label_noise``, inputs of the law ``moments`` describes."""
+
+    d: int
+    n_context: int
+    d_y: int
+    weight_scale: float
+    label_noise: float
+    moments: InputMoments
+
+    def contraction(self, eta: float) -> float:
+        """ρ(η) = 1 - 2ησ² + η²σ⁴(d - 1 + κ): E‖E_t‖² = ρ E‖E_{t-1}‖² without noise."""
+        s2 = self.moments.second
+        return 1 - 2 * eta * s2 + eta ** 2 * s2 ** 2 * (self.d - 1 + self.moments.kurtosis)
+
+    def loss_per_position(self, eta: float) -> list[float]:
+        """[L_0, L_1, ..., L_N]: the expected query loss after t = 0..N context pairs at step size η."""
+        s2, tau2 = self.moments.second, self.label_noise ** 2
+        rho, noise = self.contraction(eta), self.d_y * eta ** 2 * tau2 * self.d * s2
+        error = self.d_y * self.d * self.weight_scale ** 2  # e_0 = E‖W*‖²_F
+        losses = []
+        for t in range(self.n_context + 1):
+            if t:
+                error = rho * error + noise
+            losses.append(0.5 * (s2 * error + self.d_y * tau2))
+        return losses
+
+    def loss_at(self, eta: float) -> float:
+        """L_N(η), the expected query loss after the whole context."""
+        return self.loss_per_position(eta)[-1]
+
+    @property
+    def stable_limit(self) -> float:
+        """The step size above which ρ > 1 (the error grows): 2 / (σ² (d - 1 + κ))."""
+        return 2 / (self.moments.second * (self.d - 1 + self.moments.kurtosis))
+
+    @property
+    def eta(self) -> float:
+        """The η minimising L_N: 1 / (σ² (d - 1 + κ)) without noise; with noise, a golden-section search on
+        (0, ``stable_limit``), where L_N is unimodal in η (to a relative 1e-12 of the interval)."""
+        if self.label_noise == 0:
+            return self.stable_limit / 2
+        low, high = 0.0, self.stable_limit
+        while high - low > 1e-12 * self.stable_limit:
+            a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
+            if self.loss_at(a) <= self.loss_at(b):
+                high = b
+            else:
+                low = a
+        return (low + high) / 2
+
+    @property
+    def loss(self) -> float:
+        """L_N(η*), the expected query loss at the population-optimal step size."""
+        return self.loss_at(self.eta)
+
+
+def population_online_gd_of_task(task: LinearRegressionTask | RegressionTaskConfig) -> PopulationOnlineGD:
+    """``PopulationOnlineGD`` for a task (or a config that builds one): uniform or isotropic Gaussian inputs, no
+    distractors (ConfigError otherwise: the task checks of ``population_one_step_gd_of_task``, whose input moments
+    are used)."""
+    if isinstance(task, RegressionTaskConfig):
+        task = task.build()
+    one_step = population_one_step_gd_of_task(task)
+    require_positive_int("n_context", task.n_context)
+    if one_step.moments.second <= 0:
+        raise ConfigError("the inputs' variance must be positive")
+    return PopulationOnlineGD(d=task.d, n_context=task.n_context, d_y=task.d_y, weight_scale=task.weight_scale,
+                              label_noise=task.label_noise, moments=one_step.moments)
