@@ -19,6 +19,7 @@ REGISTRY = StudyRegistry({
     "which-algorithm": "icl_gd.studies.which_algorithm",
     "spotlights": "icl_gd.studies.spotlights",
     "foreign-transformer": "icl_gd.studies.foreign_transformer",
+    "online-layers": "icl_gd.studies.online_layers",
 })
 
 

@@ -1,0 +1,362 @@
+"""Study `online-layers` (beyond the papers): fast-weight layers that learn while they read, trained on in-context
+linear regression, against the online and batch learners they could be running.
+
+Trains four single layers with learned projections (``icl_gd.regression.learned_online``) on Gaussian regression
+tasks with label noise, the query's loss after the whole context as the objective: the delta rule with a learned
+step size (DeltaNet's write), its normalised form ((k, v) / ‖k‖: normalised LMS's write), its gated form (a learned
+decay) and the mesa layer with a learned regulariser. Each is compared with references tuned on held-out tasks:
+online GD (η tuned as GD's), normalised LMS, ridge (λ tuned), one batch GD step (the LSA layer's algorithm) and least
+squares: loss, prediction difference and cosine of ∂ŷ/∂x_q, the loss along the line from the trained layer
+(gauge-fixed) to its construction (``icl_gd.constructions.delta_rule``, ``icl_gd.constructions.mesa``), the loss
+after every prefix of the context, and the order sensitivity (``icl_gd.regression.order``). The population loss of
+online GD (``icl_gd.regression.online_population``) and of one batch GD step (``icl_gd.regression.population``) are
+drawn beside the per-position losses.
+
+Writes ``comparison.csv``, ``per_position.csv``, ``order.csv``, ``interpolation.csv``, ``curves.csv``,
+``metrics.json`` and figures ``per_position``, ``comparison``, ``order``, ``interpolation``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from icl_gd.constructions.delta_rule import online_gd_weights
+from icl_gd.constructions.mesa import ridge_weights
+from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.study import RunContext, TrainingWork
+from icl_gd.regression import metric_names as names
+from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, RidgePredictor
+from icl_gd.regression.compare import tune_ridge
+from icl_gd.regression.delta_rule import DeltaRuleLayer
+from icl_gd.regression.evaluation import Scored, alignment_metrics
+from icl_gd.regression.gd import optimal_one_step_eta
+from icl_gd.regression.learned_online import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
+from icl_gd.regression.mesa import MesaLayer
+from icl_gd.regression.metrics import regression_loss
+from icl_gd.regression.online_interpolation import interpolate_delta_rule, interpolate_mesa
+from icl_gd.regression.online_population import population_online_gd_of_task
+from icl_gd.regression.online_references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
+                                                  tune_normalised_lms, tune_online_gd)
+from icl_gd.regression.order import order_sensitivity
+from icl_gd.regression.population import population_one_step_gd_of_task
+from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
+                                     relative_gap)
+from icl_gd.regression.study_spec import regression_study
+from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
+from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask
+
+# The trained layers, the algorithm each runs with explicit weights (its construction), and the references.
+MODELS = ("delta_rule", "delta_rule_nlms", "gated_delta_rule", "mesa")
+ALGORITHM = {"delta_rule": "online_gd", "delta_rule_nlms": "nlms", "gated_delta_rule": "online_gd", "mesa": "ridge"}
+REFERENCES = ("online_gd", "nlms", "ridge", "gd", "least_squares")
+ONLINE = ("online_gd", "nlms")  # the references that read the context in order
+LABELS = {"delta_rule": "delta rule", "delta_rule_nlms": "delta rule, (k, v)/‖k‖", "gated_delta_rule":
+          "gated delta rule", "mesa": "mesa layer", "online_gd": "online GD (η tuned)", "nlms": "normalised LMS "
+          "(η tuned)", "ridge": "ridge (λ tuned)", "gd": "one batch GD step (η tuned)", "least_squares": "least squares"}
+MIXING = (0.0, 0.25, 0.5, 0.75, 1.0)  # the interpolation's α: 0 the trained layer (gauge-fixed), 1 its construction
+
+
+@dataclass(frozen=True)
+class OnlineTaskConfig:
+    """y = w·x + ε with x ~ N(0, I_d), w ~ N(0, I_d) and ε ~ N(0, τ²) on every label, N context pairs and a query."""
+
+    d: int = positive_int(5, "input dimension d")
+    n_context: int = positive_int(20, "context pairs per task, N")
+    label_noise: float = setting(0.5, "std τ of the label noise (τ > 0: ridge and least squares are not exact)")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+        self.build()
+
+    def build(self) -> LinearRegressionTask:
+        return LinearRegressionTask(d=self.d, n_context=self.n_context, inputs=NormalInputs(),
+                                    label_noise=self.label_noise)
+
+
+@dataclass(frozen=True)
+class OnlineLayersModelConfig:
+    """The trained layers' initialisation: keys of width d, projections N(0, init_scale² / D)."""
+
+    init_scale: float = setting(1.0, "scale of the initial projections")
+    beta: float = setting(0.1, "initial step size β of the delta rules")
+    decay: float = setting(0.95, "initial decay α of the gated delta rule")
+    lam: float = setting(1.0, "initial regulariser λ of the mesa layer")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+    @property
+    def layers(self) -> int:  # what RegressionConfig.train_config reads: one layer each
+        return 1
+
+    @property
+    def recurrent(self) -> bool:
+        return False
+
+    def build(self, name: str, layout: ConcatLayout, seed: int) -> nn.Module:
+        """The trained layer ``name`` (one of ``MODELS``) for ``layout``, initialised from ``seed``."""
+        D, d, d_y = layout.d_model, layout.d_x, layout.d_y
+        if name == "mesa":
+            return LearnedMesa(D, d, d_y, seed, lam=self.lam, init_scale=self.init_scale)
+        if name == "gated_delta_rule":
+            return LearnedGatedDeltaRule(D, d, d_y, seed, beta=self.beta, alpha=self.decay, init_scale=self.init_scale)
+        normalise = "pair" if name == "delta_rule_nlms" else "none"
+        return LearnedDeltaRule(D, d, d_y, seed, normalise, beta=self.beta, init_scale=self.init_scale)
+
+
+@dataclass(frozen=True)
+class OrderConfig:
+    """The permutations of the order sensitivity."""
+
+    permutations: int = positive_int(4, "random orders of each test context")
+    seed: int = setting(0, "seed the permutations are drawn from")
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+@dataclass(frozen=True)
+class OnlineLayersConfig(RegressionConfig):
+    task: OnlineTaskConfig = parts(OnlineTaskConfig, "the tasks")
+    model: OnlineLayersModelConfig = parts(OnlineLayersModelConfig, "the trained layers")
+    training: TrainingConfig = parts(TrainingConfig, "optimisation (AdamW on the query's loss)", steps=2000,
+                                     batch_size=512, lr=3e-3, grad_clip=0.0, warmup=0.05)
+    evaluation: EvaluationConfig = parts(EvaluationConfig, "seeds and test sets", n_test=4096, n_tune=4096,
+                                         eval_every=500)
+    order: OrderConfig = parts(OrderConfig, "order sensitivity")
+
+
+def full() -> OnlineLayersConfig:
+    """The claims' budget: 8000 steps of 1024 tasks, 3 seeds, 10 000 test and tuning tasks."""
+    return OnlineLayersConfig(training=TrainingConfig(steps=8000, batch_size=1024, lr=3e-3, grad_clip=0.0,
+                                                      warmup=0.05),
+                              evaluation=EvaluationConfig(seeds=3, n_test=10_000, n_tune=10_000, eval_every=1000))
+
+
+def training_work(config: OnlineLayersConfig) -> list[TrainingWork]:
+    from icl_gd.regression.study import regression_work
+
+    task = ConcatTokenTask(config.task.build())
+    return [regression_work(name, task, lambda seed, name=name: config.model.build(name, task.layout, seed),
+                            config.train_config()) for name in MODELS]
+
+
+# ---------------------------------------------------------------------------------------------------- references
+@dataclass(frozen=True)
+class Tuned:
+    """The references' parameters, tuned on the held-out tasks."""
+
+    eta_online_gd: float
+    eta_nlms: float
+    lam_ridge: float
+    eta_gd: float
+
+    def predictors(self, layout: ConcatLayout) -> dict[str, nn.Module]:
+        return {"online_gd": OnlineGDPredictor(layout, self.eta_online_gd),
+                "nlms": NormalisedLMSPredictor(layout, self.eta_nlms),
+                "ridge": RidgePredictor(layout, self.lam_ridge), "gd": GDPredictor(layout, [self.eta_gd]),
+                "least_squares": LeastSquaresPredictor(layout)}
+
+
+def tune(run: RegressionRun) -> Tuned:
+    batch = run.tune_batch()
+    args = (batch.x_context, batch.y_context, batch.x_query, batch.y_query)
+    return Tuned(tune_online_gd(*args), tune_normalised_lms(*args), tune_ridge(*args), optimal_one_step_eta(*args))
+
+
+def construction(name: str, tuned: Tuned, layout: ConcatLayout) -> Any:
+    """The float64 weights of the construction that runs model ``name``'s algorithm at the tuned parameters."""
+    d, d_y = layout.d_x, layout.d_y
+    if name == "mesa":
+        return ridge_weights(d, d_y, tuned.lam_ridge)
+    if name == "delta_rule_nlms":
+        return online_gd_weights(d, d_y, tuned.eta_nlms, normalise="pair")
+    return online_gd_weights(d, d_y, tuned.eta_online_gd)
+
+
+def interpolated(name: str, model: nn.Module, constructed: Any, alpha: float) -> nn.Module:
+    """The float64 layer between the gauge-fixed trained ``model`` (α = 0) and its construction (α = 1)."""
+    if name == "mesa":
+        return MesaLayer(interpolate_mesa(model.weights(), constructed, alpha))
+    return DeltaRuleLayer(interpolate_delta_rule(model.weights(), constructed, alpha))
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
+    task = config.task.build()
+    run = RegressionRun(config, ctx, ConcatTokenTask(task))
+    layout: ConcatLayout = run.layout
+    tuned = tune(run)
+    references = tuned.predictors(layout)
+    for name, predictor in references.items():
+        run.add_reference(name, predictor, curve=LABELS[name])
+    tokens, targets = run.test.tokens.double(), run.test.targets.double()
+    order = config.order
+    reference_metrics: dict[str, Any] = {
+        "eta_online_gd": tuned.eta_online_gd, "eta_nlms": tuned.eta_nlms, "lambda_ridge": tuned.lam_ridge,
+        "eta_gd": tuned.eta_gd}
+    reference_positions, reference_order = {}, {}
+    for name, predictor in references.items():
+        reference_metrics[names.loss(name)] = run.references[name].loss
+        reference_order[name] = order_sensitivity(predictor, tokens, order.permutations, order.seed)
+        reference_metrics[names.order_sensitivity(name)] = reference_order[name]
+        reference_positions[name] = loss_per_position(predictor, tokens, targets)
+    population = population_online_gd_of_task(task)
+    one_step = population_one_step_gd_of_task(task)
+    reference_metrics.update({"eta_online_gd_population": population.eta,
+                              names.loss("online_gd_population"): population.loss,
+                              names.loss("gd_population"): one_step.loss})
+    population_rows = (
+        [{"model": "online_gd_population", "kind": "population", "position": t, "loss": v}
+         for t, v in enumerate(population.loss_per_position(tuned.eta_online_gd)) if t]
+        + [{"model": "gd_population", "kind": "population", "position": t,
+            "loss": population_one_step_gd(task, t).loss_at(tuned.eta_gd)} for t in range(1, task.n_context + 1)])
+
+    trained: dict[str, dict[int, nn.Module]] = {}
+    for name in MODELS:
+        trained[name] = run.train_seeds(name, lambda seed, name=name: config.model.build(name, layout, seed),
+                                        lambda m, step, seed, name=name: run.eval_rows(step, seed, name, m))
+    for seed in run.seeds:
+        run.record(seed, reference_metrics)
+        run.add_rows("per_position", population_rows, seed=seed)
+        run.add_rows("per_position", [{"model": name, "kind": "reference", "position": t + 1, "loss": v}
+                                      for name, losses in reference_positions.items() for t, v in enumerate(losses)],
+                     seed=seed)
+        run.add_rows("order", [{"model": name, "kind": "reference", "order_sensitivity": v, "algorithm": "",
+                                "ratio_to_algorithm": None} for name, v in reference_order.items()], seed=seed)
+        for name in MODELS:
+            model = trained[name][seed].double().eval()
+            scored = run.score(model)
+            run.record(seed, model_metrics(run, name, model, scored, tuned, reference_order, tokens, targets, seed))
+    return run.finish(lambda mean: figures(run.tables, run.seeds))
+
+
+def population_one_step_gd(task: LinearRegressionTask, n_context: int) -> Any:
+    """The population one-step GD of ``task`` with a context of ``n_context`` pairs."""
+    from dataclasses import replace
+
+    return population_one_step_gd_of_task(replace(task, n_context=n_context))
+
+
+def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Scored, tuned: Tuned,
+                  reference_order: dict[str, float], tokens: torch.Tensor, targets: torch.Tensor, seed: int
+                  ) -> dict[str, Any]:
+    """One trained layer's metrics (and its rows of every table): its loss, its gap and alignment to every
+    reference, its order sensitivity and ratio to its algorithm's, its loss per position and along the line to
+    its construction."""
+    config: OnlineLayersConfig = run.config  # type: ignore[assignment]
+    metrics: dict[str, Any] = {names.loss(name): scored.loss}
+    rows = []
+    for ref, ref_scored in run.references.items():
+        aligned = alignment_metrics(f"{name}_vs_{ref}_", scored, ref_scored)
+        gap = relative_gap(scored.loss, ref_scored.loss)
+        metrics.update(aligned)
+        metrics[names.rel_gap(name, ref)] = gap
+        rows.append({"model": name, "reference": ref, "loss": scored.loss, "loss_reference": ref_scored.loss,
+                     "rel_gap": gap, **{k.removeprefix(f"{name}_vs_{ref}_"): v for k, v in aligned.items()}})
+    run.add_rows("comparison", rows, seed=seed)
+    algorithm = ALGORITHM[name]
+    sensitivity = order_sensitivity(model, tokens, config.order.permutations, config.order.seed)
+    metrics[names.order_sensitivity(name)] = sensitivity
+    # a ratio only to an online learner's: a batch learner's (ridge) is round-off, 0 up to 1e-15
+    ratio = sensitivity / reference_order[algorithm] if algorithm in ONLINE else None
+    if ratio is not None:
+        metrics[names.order_log2_ratio(name, algorithm)] = math.log2(ratio)
+    run.add_rows("order", [{"model": name, "kind": "trained", "order_sensitivity": sensitivity,
+                            "algorithm": algorithm, "ratio_to_algorithm": ratio}], seed=seed)
+    positions = loss_per_position(model, tokens, targets)
+    run.add_rows("per_position", [{"model": name, "kind": "trained", "position": t + 1, "loss": v}
+                                  for t, v in enumerate(positions)], seed=seed)
+    constructed = construction(name, tuned, run.layout)
+    losses = []
+    with torch.no_grad():
+        for alpha in MIXING:
+            losses.append(regression_loss(interpolated(name, model, constructed, alpha)(tokens), targets))
+    run.add_rows("interpolation", [{"model": name, "construction": algorithm, "alpha": a, "loss": v}
+                                   for a, v in zip(MIXING, losses)], seed=seed)
+    metrics[f"interpolation_excess_{name}"] = (max(losses) - max(losses[0], losses[-1])) / losses[-1]
+    metrics[f"loss_{name}_at_construction"] = losses[-1]
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------------- figures
+def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[tuple[str, Any]]:
+    import pandas as pd
+
+    from icl_gd.core.plotting import plt
+
+    out = []
+    positions = pd.DataFrame(tables["per_position"]).groupby(["model", "kind", "position"], sort=False)["loss"].mean()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, name in enumerate(MODELS):
+        part = positions.loc[name, "trained"]
+        ax.plot(part.index, part.values, "-", color=f"C{i}", lw=1.8, label=LABELS[name] + " (trained)")
+    for j, name in enumerate(REFERENCES):
+        part = positions.loc[name, "reference"]
+        ax.plot(part.index, part.values, "--", color=f"C{j + len(MODELS)}", lw=1.2, label=LABELS[name])
+    for name, style, label in (("online_gd_population", "k-", "online GD, population (η tuned)"),
+                               ("gd_population", "k:", "one GD step, population (η tuned)")):
+        part = positions.loc[name, "population"]
+        ax.plot(part.index, part.values, style, lw=0.8, label=label)
+    ax.set(xlabel="context tokens t", ylabel="query loss after t tokens", yscale="log",
+           title="loss per position in the context")
+    # least squares' loss explodes where t = d (the interpolation threshold): the axis stops at 4x the first loss
+    ax.set_ylim(top=4 * positions.loc["online_gd_population", "population"].iloc[0])
+    ax.legend(fontsize=6.5, ncol=2)
+    fig.tight_layout()
+    out.append(("per_position", fig))
+
+    comparison = pd.DataFrame(tables["comparison"]).groupby(["model", "reference"], sort=False).mean(numeric_only=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10.4, 3.6))
+    width = 0.8 / len(REFERENCES)
+    for j, ref in enumerate(REFERENCES):
+        for ax, column in zip(axes, ("rel_gap", "cos_sensitivity")):
+            values = [comparison.loc[(name, ref), column] for name in MODELS]
+            ax.bar([i + j * width for i in range(len(MODELS))], values, width, color=f"C{j + len(MODELS)}",
+                   label=LABELS[ref])
+    for ax, title in zip(axes, ("(L_trained - L_ref) / L_ref", "cosine of ∂ŷ/∂x_q with the reference's")):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(MODELS))], [LABELS[m] for m in MODELS], fontsize=7)
+        ax.set_title(title)
+    axes[0].axhline(0, color="k", lw=0.6)
+    axes[0].set_yscale("symlog", linthresh=0.01)
+    axes[1].legend(fontsize=6.5)
+    fig.tight_layout()
+    out.append(("comparison", fig))
+
+    order = pd.DataFrame(tables["order"]).groupby("model", sort=False)["order_sensitivity"].mean()
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    shown = [*MODELS, *REFERENCES]
+    ax.bar(range(len(shown)), [order[m] for m in shown], color=[f"C{i}" for i in range(len(shown))])
+    ax.set_xticks(range(len(shown)), [LABELS[m] for m in shown], rotation=35, ha="right", fontsize=7)
+    ax.set(ylabel="mean |ŷ(permuted) - ŷ| / mean |ŷ|", title="order sensitivity (batch learners: 0)")
+    fig.tight_layout()
+    out.append(("order", fig))
+
+    line = pd.DataFrame(tables["interpolation"]).groupby(["model", "alpha"], sort=False)["loss"].mean()
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for i, name in enumerate(MODELS):
+        part = line.loc[name]
+        ax.plot(part.index, part.values, "o-", color=f"C{i}", label=f"{LABELS[name]} → {LABELS[ALGORITHM[name]]}")
+    ax.set(xlabel="α (0: trained, gauge-fixed; 1: construction)", ylabel="test loss",
+           title="from the trained layer to its construction")
+    ax.legend(fontsize=6.5)
+    fig.tight_layout()
+    out.append(("interpolation", fig))
+    return out
+
+
+STUDY = regression_study(
+    name="online-layers", summary="beyond the papers: trained delta-rule and mesa layers against online GD, "
+                                  "normalised LMS, ridge and batch GD",
+    default_config=OnlineLayersConfig, run=run, training_work=training_work, presets={"full": full},
+    memory_shape=None,  # not estimated: regression_memory sizes LSA stacks, not fast-weight recurrences
+    headline=("loss_delta_rule", "loss_online_gd", "loss_mesa", "loss_ridge", "loss_gd",
+              "order_sensitivity_delta_rule", "order_sensitivity_online_gd"),
+    # a run of seconds that writes every metric and table (the claims' tests)
+    tiny=("steps=20", "batch_size=32", "n_test=128", "n_tune=128", "eval_every=10", "n_context=6"),
+)
