@@ -101,7 +101,8 @@ def run(config: ForeignTransformerConfig, ctx: RunContext) -> dict[str, Any]:
     ev = config.evaluation
     references = tuned_references(task, config.compare, ev.n_tune, ev.test_seed, run.device)
     models = run.train_seeds("gpt", lambda seed: EveryPrefix(config.model.build(run.layout, seed)),
-                             lambda m, step, seed: run.eval_rows(step, seed, "trained", m.model))
+                             lambda m, step, seed: run.eval_rows(step, seed, "trained", m.model),
+                             predictor=lambda m: m.model)
     tune_tokens, tune_targets = run.tune_tokens()
     frames = []
     for seed, trained in models.items():

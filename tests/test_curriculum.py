@@ -7,7 +7,12 @@ import torch
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.curriculum import CurriculumConfig, CurriculumTokenTask
-from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
+from icl_gd.regression.gpt import (
+    EveryPrefix,
+    EveryPrefixTokenTask,
+    GPTConfig,
+    GPTRegressor,
+)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream
 from icl_gd.regression.training import TrainConfig, warmup_factor
 
@@ -108,3 +113,34 @@ def test_warmup_sets_the_optimisers_rate_during_training(monkeypatch):
     training.train([model], task, TrainConfig(steps=8, batch_size=4, lr=1e-3, grad_clip=None, eval_every=8,
                                               warmup=0.5), [0])
     assert rates == pytest.approx([2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3])
+
+
+def test_the_divergence_check_scores_the_query_prediction_of_a_training_view(tmp_path):
+    # EveryPrefix's output is every prefix's prediction (B, N+1); the check must score the wrapped model's query
+    # prediction (B, d_y), as the study's evaluation does. A read-out of zeros predicts 0: exactly the zero
+    # predictor's loss, which is not divergence; scored through the view it broadcast against the targets.
+    import warnings
+
+    from icl_gd.core.config import apply_overrides
+    from icl_gd.core.errors import ICLGDNotice
+    from icl_gd.core.study import RunContext
+    from icl_gd.regression.study import RegressionRun
+    from icl_gd.studies.foreign_transformer import ForeignTransformerConfig, train_task
+
+    config = apply_overrides(ForeignTransformerConfig(), ["training.steps=1", "batch_size=4", "n_test=64",
+                                                          "n_tune=64", "eval_every=1", "width=8", "layers=1"])
+    run = RegressionRun(config, RunContext(tmp_path, torch.device("cpu"), progress=False, figures=False),
+                        train_task(config))
+
+    def silent(seed: int) -> EveryPrefix:
+        view = EveryPrefix(config.model.build(run.layout, seed))
+        torch.nn.init.zeros_(view.model.read_out.weight)
+        torch.nn.init.zeros_(view.model.read_out.bias)
+        view.model.read_out.weight.requires_grad_(False)
+        view.model.read_out.bias.requires_grad_(False)
+        return view
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ICLGDNotice)
+        run.train_seeds("gpt", silent, None, predictor=lambda m: m.model)
+    assert not run._diverged

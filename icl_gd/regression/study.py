@@ -149,14 +149,17 @@ class RegressionRun(StudyRun):
     # ------------------------------------------------------------------ training
     def train_seeds(self, label: str, make_model: Callable[[int], nn.Module],
                     evaluate: Callable[[nn.Module, int, int], list[dict[str, Any]]] | None,
-                    batched: bool = False, training: TrainConfig | None = None) -> dict[int, nn.Module]:
+                    batched: bool = False, training: TrainConfig | None = None,
+                    predictor: Callable[[nn.Module], nn.Module] = lambda model: model) -> dict[int, nn.Module]:
         """A model per seed (``make_model(seed)``, moved to the device), trained with the resolved training
         settings (or ``training``, e.g. a baseline's own optimiser), one after the other or all as one batched
         model; returns {seed: trained model}.
 
         Checkpoints are ``checkpoints/{label}_seed{s}.pt`` (``..._seeds{a}-{b}.pt`` when batched); their
         fingerprint covers the label, the config's parts and the seeds. ``evaluate(model, step, seed)``'s
-        rows and the references' loss rows go to ``curves.csv``.
+        rows and the references' loss rows go to ``curves.csv``. ``predictor(model)``: what predicts the query from
+        the test tokens, where the trained module is a training view of it (``gpt.EveryPrefix``: its ``model``);
+        the divergence check scores that.
         """
         models = {seed: make_model(seed).to(self.device) for seed in self.seeds}
         groups = [list(self.seeds)] if batched and len(self.seeds) > 1 else [[s] for s in self.seeds]
@@ -173,7 +176,7 @@ class RegressionRun(StudyRun):
                            fingerprint=fp, progress=self.ctx.progress, description=name)
             for state in states:
                 self.tables["curves"].extend(state.history)
-        self._check_divergence(label, models)
+        self._check_divergence(label, {seed: predictor(model) for seed, model in models.items()})
         return models
 
     def _check_divergence(self, label: str, models: Mapping[int, nn.Module]) -> None:
