@@ -1,25 +1,20 @@
 """Study `online-layers` (beyond the papers): fast-weight layers that learn while they read, trained on in-context
-linear regression, against the online and batch learners they could be running.
+linear regression, against the online and batch learners they could be running (docs/online-layers.md).
 
-Trains four single layers with learned projections (``icl_gd.regression.learned_online``) on Gaussian regression
-tasks with label noise, the query's loss after the whole context as the objective: the delta rule with a learned
-step size (DeltaNet's write), its normalised form ((k, v) / ‖k‖: normalised LMS's write), its gated form (a learned
-decay) and the mesa layer with a learned regulariser. Each is compared with references tuned on held-out tasks:
-online GD (η tuned as GD's), normalised LMS, ridge (λ tuned), one batch GD step (the LSA layer's algorithm) and least
-squares: loss, prediction difference and cosine of ∂ŷ/∂x_q, the loss along the line from the trained layer
-(gauge-fixed) to its construction (``icl_gd.constructions.delta_rule``, ``icl_gd.constructions.mesa``), the loss
-after every prefix of the context, and the order sensitivity (``icl_gd.regression.order``). The population loss of
-online GD (``icl_gd.regression.online_population``) and of one batch GD step (``icl_gd.regression.population``) are
-drawn beside the per-position losses.
-
+Trains four single layers with learned projections (``icl_gd.regression.learned_online``) on Gaussian tasks with
+label noise, on the query's loss: the delta rule with a learned step size, its pair-normalised form (normalised
+LMS's write), its gated form (a learned decay) and the mesa layer with a learned regulariser. Each is compared with
+references tuned on held-out tasks (online GD, normalised LMS, ridge, one batch GD step, least squares): loss,
+prediction difference, cosine of ∂ŷ/∂x_q, the loss along the line to its construction, the loss after every prefix
+(with online GD's and one GD step's population losses) and the order sensitivity (``icl_gd.regression.order``).
 Writes ``comparison.csv``, ``per_position.csv``, ``order.csv``, ``interpolation.csv``, ``curves.csv``,
-``metrics.json`` and figures ``per_position``, ``comparison``, ``order``, ``interpolation``.
+``metrics.json`` and four figures.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -41,11 +36,11 @@ from icl_gd.regression.metrics import regression_loss
 from icl_gd.regression.online_interpolation import interpolate_delta_rule, interpolate_mesa
 from icl_gd.regression.online_population import population_online_gd_of_task
 from icl_gd.regression.online_references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
-                                                  tune_normalised_lms, tune_online_gd)
+                                                 tune_normalised_lms, tune_online_gd)
 from icl_gd.regression.order import order_sensitivity
 from icl_gd.regression.population import population_one_step_gd_of_task
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
-                                     relative_gap)
+                                     regression_work, relative_gap)
 from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask
@@ -139,8 +134,6 @@ def full() -> OnlineLayersConfig:
 
 
 def training_work(config: OnlineLayersConfig) -> list[TrainingWork]:
-    from icl_gd.regression.study import regression_work
-
     task = ConcatTokenTask(config.task.build())
     return [regression_work(name, task, lambda seed, name=name: config.model.build(name, task.layout, seed),
                             config.train_config()) for name in MODELS]
@@ -157,10 +150,9 @@ class Tuned:
     eta_gd: float
 
     def predictors(self, layout: ConcatLayout) -> dict[str, nn.Module]:
-        return {"online_gd": OnlineGDPredictor(layout, self.eta_online_gd),
-                "nlms": NormalisedLMSPredictor(layout, self.eta_nlms),
-                "ridge": RidgePredictor(layout, self.lam_ridge), "gd": GDPredictor(layout, [self.eta_gd]),
-                "least_squares": LeastSquaresPredictor(layout)}
+        return {"online_gd": OnlineGDPredictor(layout, self.eta_online_gd), "nlms": NormalisedLMSPredictor(
+            layout, self.eta_nlms), "ridge": RidgePredictor(layout, self.lam_ridge), "gd": GDPredictor(
+            layout, [self.eta_gd]), "least_squares": LeastSquaresPredictor(layout)}
 
 
 def tune(run: RegressionRun) -> Tuned:
@@ -215,7 +207,8 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
         [{"model": "online_gd_population", "kind": "population", "position": t, "loss": v}
          for t, v in enumerate(population.loss_per_position(tuned.eta_online_gd)) if t]
         + [{"model": "gd_population", "kind": "population", "position": t,
-            "loss": population_one_step_gd(task, t).loss_at(tuned.eta_gd)} for t in range(1, task.n_context + 1)])
+            "loss": population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned.eta_gd)}
+           for t in range(1, task.n_context + 1)])
 
     trained: dict[str, dict[int, nn.Module]] = {}
     for name in MODELS:
@@ -234,13 +227,6 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
             scored = run.score(model)
             run.record(seed, model_metrics(run, name, model, scored, tuned, reference_order, tokens, targets, seed))
     return run.finish(lambda mean: figures(run.tables, run.seeds))
-
-
-def population_one_step_gd(task: LinearRegressionTask, n_context: int) -> Any:
-    """The population one-step GD of ``task`` with a context of ``n_context`` pairs."""
-    from dataclasses import replace
-
-    return population_one_step_gd_of_task(replace(task, n_context=n_context))
 
 
 def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Scored, tuned: Tuned,
