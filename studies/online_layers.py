@@ -109,7 +109,7 @@ class OrderConfig:
     """The permutations of the order sensitivity."""
 
     permutations: int = positive_int(4, "random orders of each test context")
-    seed: int = setting(0, "seed the permutations are drawn from")
+    permutation_seed: int = setting(0, "seed the permutations are drawn from")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -195,7 +195,7 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
     reference_positions, reference_order = {}, {}
     for name, predictor in references.items():
         reference_metrics[names.loss(name)] = run.references[name].loss
-        reference_order[name] = order_sensitivity(predictor, tokens, order.permutations, order.seed)
+        reference_order[name] = order_sensitivity(predictor, tokens, order.permutations, order.permutation_seed)
         reference_metrics[names.order_sensitivity(name)] = reference_order[name]
         reference_positions[name] = loss_per_position(predictor, tokens, targets)
     population = population_online_gd_of_task(task)
@@ -247,7 +247,7 @@ def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Score
                      "rel_gap": gap, **{k.removeprefix(f"{name}_vs_{ref}_"): v for k, v in aligned.items()}})
     run.add_rows("comparison", rows, seed=seed)
     algorithm = ALGORITHM[name]
-    sensitivity = order_sensitivity(model, tokens, config.order.permutations, config.order.seed)
+    sensitivity = order_sensitivity(model, tokens, config.order.permutations, config.order.permutation_seed)
     metrics[names.order_sensitivity(name)] = sensitivity
     # a ratio only to an online learner's: a batch learner's (ridge) is round-off, 0 up to 1e-15
     ratio = sensitivity / reference_order[algorithm] if algorithm in ONLINE else None
