@@ -34,6 +34,7 @@ DECLARED: dict[str, tuple[Callable[[Any], RunMemory] | None, Callable[[Any], Any
                                                     batched_seeds=c.model.block == "lsa"),
                         RegressionConfig.train_config),
     "foreign-transformer": (None, RegressionConfig.train_config),
+    "online-layers": (None, RegressionConfig.train_config),
 }
 # Overrides beside each preset that reach the batched-seeds term (S seeds' batches held at once).
 VARIANTS: dict[str, list[list[str]]] = {
@@ -61,7 +62,7 @@ def _study_call(path: Path) -> ast.Call:
     raise AssertionError(f"{path.name} defines no STUDY")
 
 
-def test_the_regression_studies_are_the_seven_declared_here():
+def test_the_regression_studies_are_those_declared_here():
     found = {name for name in REGISTRY.names() if _is_regression_study(_module_path(name))}
     assert found == set(DECLARED)
 

@@ -20,6 +20,7 @@ from icl_gd.claims.registry import plans as p
 from icl_gd.claims.registry.beyond_algorithms import (AHN, FU, WHICH_ALGORITHM, WHICH_ALGORITHM_ILL,
                                                       WHICH_ALGORITHM_SEPARATE)
 from icl_gd.claims.registry.beyond_foreign import AKYUREK, FOREIGN, GARG
+from icl_gd.claims.registry.beyond_online import ONLINE_LAYERS
 from icl_gd.claims.registry.beyond_spotlights import SPOTLIGHTS
 from icl_gd.core.study import StudyRegistry, resolve_study_config
 
@@ -109,6 +110,8 @@ LENGTHS: tuple[PlanLength, ...] = (
                beyond_why="beyond the papers, on a model 1/25 of theirs in steps and far smaller (3 blocks of width "
                           "32, d = 3 against 12 layers, d = 20): a seed costs 7 CPU minutes here; its claims' set-up "
                           "states it"),
+    PlanLength(ONLINE_LAYERS, "", (), why_none="beyond the papers: neither source trains these layers on in-context "
+                                               "regression; no figure of theirs to compare"),
 )
 
 
