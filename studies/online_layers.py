@@ -308,9 +308,10 @@ def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[t
     for ax, title in zip(axes, ("(L_trained - L_ref) / L_ref", "cosine of ∂ŷ/∂x_q with the reference's")):
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(MODELS))], [LABELS[m] for m in MODELS], fontsize=7)
         ax.set_title(title)
+    axes[1].set_ylim(min(0.8, float(comparison["cos_sensitivity"].min()) - 0.02), 1.005)
     axes[0].axhline(0, color="k", lw=0.6)
     axes[0].set_yscale("symlog", linthresh=0.01)
-    axes[1].legend(fontsize=6.5)
+    axes[1].legend(fontsize=6.5, loc="lower left")
     fig.tight_layout()
     out.append(("comparison", fig))
 
