@@ -81,6 +81,17 @@ def test_a_unanimous_fail_at_three_seeds_settles_with_more():
     assert "unsettled at 3 seeds (the maximum)" in judge_values(capped, three, planned=True)[1]
 
 
+def test_runs_whose_training_failed_count_toward_the_seed_maximum():
+    # 10 runs, 3 of them stuck on the plateau: the doubling rule plans no more, so the note must not promise more
+    claim = replace(_claim(), runs=(RunPlan("single-layer", seeds=10),))
+    values = [0.06, 0.006, 0.016, 0.005, 0.005, 0.93, 0.90, 0.003, 0.87, 0.026]
+    failed = [(5, "stuck"), (6, "stuck"), (8, "stuck")]
+    verdict, note = judge_values(claim, values, failed, planned=True)
+    assert verdict is Verdict.INCONCLUSIVE
+    assert "unsettled at 7 seeds of 10 run (the maximum)" in note and "more planned" not in note
+    assert "seeds 5, 6, 8 left out" in note
+
+
 def test_a_mean_on_the_bar_is_never_projected_to_settle():
     claim = _claim(threshold=0.0)
     assert seeds_to_settle(claim, [-1.0, 1.0, -1.0, 1.0]) is None

@@ -220,17 +220,20 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
     return verdict, note
 
 
-def settlement_note(claim: Claim, values: Sequence[float]) -> str:
+def settlement_note(claim: Claim, values: Sequence[float], runs: int | None = None) -> str:
     """For an inconclusive claim at the full budget: unsettled at its maximum of seeds, or more seeds planned (with
-    the projected count that would settle it)."""
+    the projected count that would settle it). ``runs``: the seeds run, counting those left out because their
+    training failed (the maximum caps runs, not kept values; default: every value kept)."""
     n, limit = len(values), claim.seed_limit
+    ran = n if runs is None else runs
     projected = seeds_to_settle(claim, values)
     projectable = len(values) >= 2 and claim.share is None and all(math.isfinite(v) for v in values)
     about = (f"; about {projected} would settle it if its mean and spread held" if projected is not None
              else "; no count of seeds would, if its mean and spread held (the mean sits on the threshold)"
              if projectable else "")
-    if n >= limit:
-        return f"unsettled at {n} seeds (the maximum){about}"
+    if ran >= limit:
+        of = f" of {ran} run" if ran != n else ""
+        return f"unsettled at {n} seeds{of} (the maximum){about}"
     return f"unsettled at {n} seeds, more planned (up to {limit}){about}"
 
 
@@ -252,7 +255,8 @@ def judge_values(claim: Claim, values: Sequence[float], failed_seeds: Sequence[t
         return Verdict.INCONCLUSIVE, f"training failed in every seed ({seed_list(left_out)})"
     verdict, note = decide(claim, kept, quick)
     if planned and not quick and verdict is Verdict.INCONCLUSIVE and kept and not any(map(math.isnan, kept)):
-        note = f"{note}; {settlement_note(claim, kept)}" if note else settlement_note(claim, kept)
+        settled = settlement_note(claim, kept, runs=len(values))
+        note = f"{note}; {settled}" if note else settled
     if left_out:
         flagged = f"{seed_list(left_out)} left out: training failed"
         note = f"{note}; {flagged}" if note else flagged
