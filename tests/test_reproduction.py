@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from icl_gd.claims import estimates
-from icl_gd.claims.estimates import SeedCost, merge_into_kept, write_costs
+from icl_gd.claims.estimates import SeedCost, merge_into_kept, record_costs, write_costs
 from icl_gd.claims.plan import Plan, seed_specs, select_claims
 from icl_gd.claims.reproduction import Reproduction
 from icl_gd.core.timing import append_attempt
@@ -77,6 +77,19 @@ def test_a_reproduction_writes_what_its_runs_measured_and_merging_keeps_what_it_
     assert merged[plan.name] == SeedCost(40.0, 25.0, 7.0, "measured here")  # --quick's figure kept: not measured
     assert merged["other default"] == SeedCost(1.0, 1.0, 1.0, "x")
     assert json.loads(kept.read_text())["_about"] == "about"
+
+
+def test_a_restricted_reproduction_keeps_the_costs_an_earlier_one_measured_into_the_same_output(tmp_path):
+    out = tmp_path / "estimates.json"
+    record_costs(out, {"sine paper": SeedCost(1700.0, 1690.0, None, "first run")}, "about")
+    record_costs(out, {"separate-tokens paper": SeedCost(1089.0, 1094.0, None, "--only run"),
+                       "sine paper": SeedCost(1650.0, None, None, "again")}, "about")
+    plans = {k: SeedCost(**v) for k, v in json.loads(out.read_text())["plans"].items()}
+    assert plans == {"sine paper": SeedCost(1650.0, None, None, "again"),
+                     "separate-tokens paper": SeedCost(1089.0, 1094.0, None, "--only run")}
+    out.write_text("not json")  # an unreadable earlier file is replaced, not a reason to lose this run's figures
+    record_costs(out, {"sine paper": SeedCost(1.0, 2.0, None, "x")}, "about")
+    assert list(json.loads(out.read_text())["plans"]) == ["sine paper"]
 
 
 def test_a_plan_with_no_kept_estimate_is_priced_at_the_default_and_every_registered_plan_has_one():

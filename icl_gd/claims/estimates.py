@@ -67,6 +67,17 @@ def write_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
     write_json(Path(path), {"_about": about, "plans": {k: asdict(v) for k, v in sorted(costs.items())}})
 
 
+def record_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
+    """Write a reproduction's measured ``costs`` to ``path``, keeping the plans an earlier reproduction into the same
+    output measured and this one did not (a run restricted with ``--only`` must not erase the others' figures); an
+    unreadable earlier file is replaced."""
+    try:
+        earlier = _read(path) if Path(path).exists() else {}
+    except ConfigError:
+        earlier = {}
+    write_costs(path, {**earlier, **costs}, about)
+
+
 def merge_into_kept(measured: Path, kept: Path = ESTIMATES) -> list[str]:
     """Merge the plans ``measured`` (a reproduction's estimates.json) holds into ``kept`` (the package's file): a
     measured figure replaces the kept one, and a figure the reproduction did not measure (e.g. ``--quick``'s after

@@ -24,7 +24,7 @@ from typing import Any
 
 from icl_gd.claims.claim import Claim
 from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
-from icl_gd.claims.estimates import write_costs
+from icl_gd.claims.estimates import record_costs
 from icl_gd.claims.evidence import seed_evidence
 from icl_gd.claims.claim import VERIFY_STUDY
 from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, figure_runs, needs_verify, packed_s, plan_dirs,
@@ -158,7 +158,7 @@ class Reproduction:
                 break
         how = f"`{self.command}` at commit {current_commit()} on {utc_now()}, {e.worker_count} workers"
         after = self.plan()
-        write_costs(self.root / ESTIMATES_FILE, after.measured_costs(self.quick, how),
+        record_costs(self.root / ESTIMATES_FILE, after.measured_costs(self.quick, how),
                     "CPU seconds a seed, as this reproduction's finished runs measured them (icl_gd.claims.estimates)")
         return FinishedRuns(failures, time.perf_counter() - started, after)
 
