@@ -320,6 +320,9 @@ def reproduce(
                                                    "headline (its sentences by verdict and by form, the authors' "
                                                    "code beside them) between the headline markers of this page "
                                                    "(README.md)."),
+    update_gallery: Optional[Path] = typer.Option(None, "--update-gallery", help="Also write the papers' figures "
+                                                  "beside ours, with their claims' verdicts, as this whole page "
+                                                  "(docs/figures.md)."),
     rejudge: Optional[Path] = typer.Option(None, "--rejudge", help="Run nothing: decide the verdicts again from "
                                            "this claims.json of an earlier reproduce (e.g. docs/claims-table.json), "
                                            "against today's records of the authors' code; with --out and / or "
@@ -338,7 +341,7 @@ def reproduce(
             if quick or only or plan_only or list_claims or update_estimates:
                 raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
                                   "--quick, --only, --plan and --list (and --update-estimates)")
-            rc.rejudge(rejudge, out, update_readme, typer.echo, update_headline)
+            rc.rejudge(rejudge, out, update_readme, typer.echo, update_headline, update_gallery)
             raise typer.Exit(0)
         if list_claims:
             rc.list_claims(typer.echo)
@@ -348,7 +351,7 @@ def reproduce(
         if judge_finished:
             if plan_only or update_estimates:
                 raise ConfigError("--judge-finished runs nothing: drop --plan and --update-estimates")
-            rc.judge_finished(reproduction, update_readme, typer.echo, update_headline)
+            rc.judge_finished(reproduction, update_readme, typer.echo, update_headline, update_gallery)
             raise typer.Exit(0)
         if plan_only:
             rc.print_plan(reproduction, REGISTRY, peak, typer.echo)
@@ -356,7 +359,7 @@ def reproduce(
         if peak is not None:
             raise ConfigError("--peak sets the products floor that --plan prints: add --plan")
         code = rc.reproduce(reproduction, REGISTRY, all_checks, update_readme, update_estimates, typer.echo,
-                            update_headline)
+                            update_headline, update_gallery)
     except ICLGDError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -48,8 +48,12 @@ def gallery(tmp_path):
     results = [ClaimResult(c, Verdict.HOLDS, None, run_dirs=(run if c.id.startswith("vo-single") else
                                                              tmp_path / "runs" / "elsewhere",))
                for c in ALL_CHECKS]
-    (tmp_path / "figures.md").write_text(gallery_markdown(results, PageLinks(tmp_path)))
-    (tmp_path / "figures.html").write_text(gallery_html(results))
+    kept = tmp_path / "docs"  # the repository's docs/ with one kept figure (the damping scan)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    save_figure(fig, kept, "rollout-damping-scan", "single-layer · damping scan · 3 seeds")
+    (tmp_path / "figures.md").write_text(gallery_markdown(results, PageLinks(tmp_path), kept_docs=kept))
+    (tmp_path / "figures.html").write_text(gallery_html(results, kept_docs=kept))
     return tmp_path
 
 
@@ -64,6 +68,18 @@ def test_gallery_has_a_section_per_covered_figure_with_its_claims(gallery):
     assert "![single-layer, seed 0: loss curves](runs/single-layer__seed=0/figures/loss_curves.png)" \
         in markdown
     assert "`elsewhere: vote accuracy`" in markdown  # not on disk: listed, not shown
+    # a figure kept in the repository's docs/ is shown under its paper figure, linked relative to the page
+    fig10 = markdown.split("## von Oswald et al., Figure 10")[1].split("\n## ")[0]
+    assert "](docs/figures/rollout-damping-scan.png)" in fig10 and "20 test draws per λ" in fig10
+
+
+def test_every_kept_figure_the_gallery_names_is_in_the_repository():
+    from icl_gd.claims.gallery import KEPT_DOCS
+
+    kept = [path for f in PAPER_FIGURES for _, path in f.kept]
+    assert kept, "the damping scan is kept for Figure 10"
+    for path in kept:
+        assert (KEPT_DOCS / path).is_file(), path
 
 
 def test_figures_html_carries_its_images_and_renders_them_in_a_real_browser_when_moved(gallery, tmp_path_factory):
@@ -73,7 +89,7 @@ def test_figures_html_carries_its_images_and_renders_them_in_a_real_browser_when
     page.write_text((gallery / "figures.html").read_text())
     parser = _Images()
     parser.feed(page.read_text())
-    assert len(parser.images) == 2, parser.images  # the two drawn figures; the missing ones are listed, not shown
+    assert len(parser.images) == 3, parser.images  # the two drawn and the kept one; the missing ones are listed
     for src in parser.images:
         assert src.startswith("data:image/png;base64,"), src[:60]
     browser = _chromium()

@@ -150,4 +150,18 @@ def test_rejudge_checks_the_readme_before_writing_anything(tmp_path, earlier):
 
 def test_rejudge_needs_somewhere_to_write(earlier):
     result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier)])
-    assert result.exit_code == 2 and "--out DIR, --update-table PAGE and / or --update-headline PAGE" in result.output
+    assert result.exit_code == 2 and "--update-headline PAGE and / or --update-gallery PAGE" in result.output
+
+
+def test_rejudge_writes_the_gallery_page_with_the_verdicts_it_decides(tmp_path, earlier):
+    page = tmp_path / "docs" / "figures.md"
+    page.parent.mkdir()
+    result = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier), "--update-gallery", str(page)])
+    assert result.exit_code == 0, result.output
+    text = page.read_text()
+    assert text.startswith("# The papers' figures, reproduced") and "--update-gallery" in text
+    assert "| `vo-single-loss` |" in text
+    missing = CliRunner().invoke(app, ["reproduce", "--rejudge", str(earlier), "--update-gallery",
+                                       str(tmp_path / "nowhere" / "figures.md")])
+    assert missing.exit_code == 2 and "not a page in an existing folder" in missing.output
+    assert "Traceback" not in missing.output

@@ -10,7 +10,7 @@ from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
 from icl_gd.claims.estimates import merge_into_kept
 from icl_gd.claims.kept import quick_agreement
 from icl_gd.claims.plan import select_claims
-from icl_gd.claims.report import check_table_page
+from icl_gd.claims.report import check_gallery_page, check_table_page
 from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
@@ -43,16 +43,19 @@ def print_plan(reproduction: Reproduction, registry: StudyRegistry, peak: str | 
 
 
 def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Checks, table: Path | None,
-              update_estimates: bool, echo: Echo, headline: Path | None = None) -> int:
+              update_estimates: bool, echo: Echo, headline: Path | None = None,
+              gallery: Path | None = None) -> int:
     """Plan, run, judge and report; 0 when every run finished, 1 when one failed."""
     if table is not None:
         check_table_page(table)  # before anything runs
+    if gallery is not None:
+        check_gallery_page(gallery)
     plan = reproduction.plan()
     for line in plan.lines(reproduction.budget, reproduction.execution.backend):
         echo(line)
     outcome = reproduction.run(registry, checks, echo, plan)
     judgement = reproduction.judge(outcome)
-    written = judgement.report(reproduction.root, table, headline)
+    written = judgement.report(reproduction.root, table, headline, gallery)
     if update_estimates:
         updated = merge_into_kept(reproduction.root / ESTIMATES_FILE)
         echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
@@ -62,7 +65,8 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
     return 1 if outcome.failures else 0
 
 
-def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo, headline: Path | None = None) -> None:
+def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo, headline: Path | None = None,
+                   gallery: Path | None = None) -> None:
     """Judge the claims from the runs already finished under the reproduction's folder, run nothing, and write the
     report (into the folder) and / or the table."""
     if table is not None:
@@ -70,17 +74,18 @@ def judge_finished(reproduction: Reproduction, table: Path | None, echo: Echo, h
     if not (reproduction.root / "runs").is_dir():
         raise ConfigError(f"--judge-finished: {reproduction.root} holds no runs/ folder")
     judgement = reproduction.judge()
-    written = judgement.report(reproduction.root, table, headline)
+    written = judgement.report(reproduction.root, table, headline, gallery)
     echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
 
 
-def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, headline: Path | None = None) -> None:
+def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, headline: Path | None = None,
+            gallery: Path | None = None) -> None:
     """Decide every verdict again from ``source`` (a kept claims.json) and write the report and / or the table."""
     from icl_gd.claims.rejudge import load_claims_json
 
-    if out is None and table is None and headline is None:
+    if out is None and table is None and headline is None and gallery is None:
         raise ConfigError("--rejudge needs somewhere to write: --out DIR, --update-table PAGE and / or "
-                          "--update-headline PAGE")
+                          "--update-headline PAGE and / or --update-gallery PAGE")
     if table is not None:
         check_table_page(table)
     loaded = load_claims_json(Path(source))
@@ -90,7 +95,7 @@ def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, head
          f"{loaded.runs_root}" if loaded.runs_root else
          "icl-gd: the runs are not beside this claims.json: the declared tests are taken as it recorded them")
     judgement = judged_later(loaded.judgement, Path(source))
-    written = judgement.report(out, table, headline)
+    written = judgement.report(out, table, headline, gallery)
     h = judgement.header
     echo(f"wrote {', '.join(str(p) for p in written)}")
     echo(f"{judgement.summary} (re-judged from {source}, measured by `{h.command}` at commit {h.commit} on {h.date})")

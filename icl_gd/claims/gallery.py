@@ -5,7 +5,8 @@ the paper's own words as the claims registry quotes them, and the claims the fig
 A paper figure is matched to claims by the location each claim gives (``Fig. 2``, ``Tab. 1``, ...); our figures are
 the files those claims name (``Claim.figures``) and the gallery entry's own, inside each claim's first run
 directory. A figure that is not on disk (``docs/full-run`` keeps no figures: rerun a run to draw them) is listed,
-not shown.
+not shown. A figure kept in the repository's ``docs/`` (``PaperFigure.kept``: drawn from runs kept there, such as the
+damping scan) is shown wherever the repository is checked out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from icl_gd.claims.departures import IRIE, VON_OSWALD
 class PaperFigure:
     """One figure (or table, or view) of a paper: ``where`` matches the locations of the claims it carries;
     ``description`` is ours (what the paper's figure shows), never presented as the paper's caption; ``files`` are
-    our figures (inside a run directory) drawn for it, beside those its claims name."""
+    our figures (inside a run directory) drawn for it, beside those its claims name; ``kept`` are (caption, path
+    under the repository's ``docs/``) of figures kept there."""
 
     key: str
     paper: str
@@ -33,7 +35,12 @@ class PaperFigure:
     where: str  # a regular expression over Claim.location (and, for views without a number, Claim.id)
     description: str
     files: tuple[str, ...] = ()
+    kept: tuple[tuple[str, str], ...] = ()
 
+
+# The repository's docs folder (icl_gd/claims/gallery.py -> the repository root); absent from an installed wheel,
+# where a kept figure is listed as not on disk.
+KEPT_DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 _VO_FIG = r"Fig(ure)?s?\.? ?{}(?![0-9])"
 PAPER_FIGURES: tuple[PaperFigure, ...] = (
@@ -70,7 +77,9 @@ PAPER_FIGURES: tuple[PaperFigure, ...] = (
                 "test draws (icl-gd run single-layer --seeds 3 --set dampings=0.6,0.65,0.7,0.75,0.8 --set "
                 "rollout_draws=20; kept in docs/rollout-scan and docs/figures/rollout-damping-scan.png) locates "
                 "where GD's and the trained layer's roll-outs turn unstable.",
-                ("figures/past_training_depth.png", "figures/rollout_damping_scan.png")),
+                ("figures/past_training_depth.png", "figures/rollout_damping_scan.png"),
+                (("the damped roll-out across λ = 0.60-0.80, 20 test draws per λ, 3 seeds (docs/rollout-scan)",
+                  "figures/rollout-damping-scan.png"),)),
     PaperFigure("vo-fig12", VON_OSWALD, "von Oswald et al., Figure 12", _VO_FIG.format(12),
                 "Softmax self-attention with more and more heads against one step of GD: final loss and alignment "
                 "per head count.", ("figures/heads.png", "figures/loss_curves.png")),
@@ -128,8 +137,9 @@ def _matches(figure: PaperFigure, result: ClaimResult) -> bool:
     return result.claim.paper == figure.paper and re.search(figure.where, text) is not None
 
 
-def gallery_entries(results: Sequence[ClaimResult]) -> list[GalleryEntry]:
-    """Each paper figure with the claims that carry it and our figures for it (each path once)."""
+def gallery_entries(results: Sequence[ClaimResult], kept_docs: Path = KEPT_DOCS) -> list[GalleryEntry]:
+    """Each paper figure with the claims that carry it and our figures for it (each path once): the runs' and those
+    kept under ``kept_docs``."""
     entries = []
     for figure in PAPER_FIGURES:
         carried = tuple(r for r in results if _matches(figure, r))
@@ -140,6 +150,8 @@ def gallery_entries(results: Sequence[ClaimResult]) -> list[GalleryEntry]:
             run = Path(r.run_dirs[0])
             for name in (*r.claim.figures, *figure.files):
                 images.setdefault(run / name, caption(run.name, name))
+        for text, path in figure.kept:
+            images.setdefault(Path(kept_docs) / path, text)
         entries.append(GalleryEntry(figure, carried, tuple((c, p) for p, c in images.items())))
     return entries
 
@@ -158,9 +170,10 @@ _INTRO = ("For each figure of the papers that icl-gd reproduces: what it shows (
           "given), the claims it carries with their verdicts, and our figures from the runs.")
 
 
-def gallery_markdown(results: Sequence[ClaimResult], links: PageLinks, source: str = "") -> str:
+def gallery_markdown(results: Sequence[ClaimResult], links: PageLinks, source: str = "",
+                     kept_docs: Path = KEPT_DOCS) -> str:
     lines = ["# The papers' figures, reproduced", "", _INTRO + (f" {source}" if source else ""), ""]
-    for entry in gallery_entries(results):
+    for entry in gallery_entries(results, kept_docs):
         lines += [f"## {entry.figure.title}", "", f"*Description (ours):* {entry.figure.description}", ""]
         for quote, location in _quotes(entry):
             lines += [f"> “{quote}” ({location})", ""]
@@ -186,12 +199,12 @@ _CSS = ("body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;
         "padding:3px 6px;font-size:13px;vertical-align:top}.holds{color:#0072B2}.fails{color:#D55E00}")
 
 
-def gallery_html(results: Sequence[ClaimResult], source: str = "") -> str:
+def gallery_html(results: Sequence[ClaimResult], source: str = "", kept_docs: Path = KEPT_DOCS) -> str:
     """The gallery as one self-contained page: every figure embedded (base64 PNG), so it shows wherever the file
     is moved or opened from."""
     esc = html.escape
     body = ["<h1>The papers' figures, reproduced</h1>", f"<p>{esc(_INTRO)} {esc(source)}</p>"]
-    for entry in gallery_entries(results):
+    for entry in gallery_entries(results, kept_docs):
         body.append(f'<section id="{esc(entry.figure.key)}"><h2>{esc(entry.figure.title)}</h2>'
                     f"<p><i>Description (ours):</i> {esc(entry.figure.description)}</p>")
         body += [f"<blockquote>“{esc(q)}” <small>({esc(loc)})</small></blockquote>" for q, loc in _quotes(entry)]

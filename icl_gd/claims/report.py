@@ -15,6 +15,7 @@ from icl_gd.claims.gallery import gallery_html, gallery_markdown
 from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, claims_only, claims_summary, comparison,
                                    construction_checks, sentence_of, summary_json, value_text)
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
+from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import atomic_write_text, marked_block_span, replace_marked_block, write_json
 
 
@@ -29,16 +30,19 @@ class Judgement:
     def summary(self) -> str:
         return claims_summary(self.results)
 
-    def report(self, out: Path | None = None, table: Path | None = None, headline: Path | None = None) -> list[Path]:
+    def report(self, out: Path | None = None, table: Path | None = None, headline: Path | None = None,
+               gallery: Path | None = None) -> list[Path]:
         """Write the report into ``out`` (claims.json, report.md, report.html, figures.md / .html) and / or the
         claims table into the page ``table`` (between its markers) with its per-seed values beside it
-        (``claims-table.json``), and / or the headline into the page ``headline`` (the README); returns the files
-        written."""
+        (``claims-table.json``), and / or the headline into the page ``headline`` (the README), and / or the
+        papers' figures into the page ``gallery`` (docs/figures.md, the whole page); returns the files written."""
         written = []
         if table is not None:
             check_table_page(table)
         if headline is not None:
             marked_block_span(Path(headline), HEADLINE_START, HEADLINE_END, "--update-headline")
+        if gallery is not None:
+            check_gallery_page(gallery)
         if out is not None:
             Path(out).mkdir(parents=True, exist_ok=True)
             write_report(Path(out), self.results, self.header)
@@ -53,7 +57,23 @@ class Judgement:
             replace_marked_block(Path(headline), HEADLINE_START, HEADLINE_END, headline_block(self.results),
                                  "--update-headline")
             written.append(Path(headline))
+        if gallery is not None:
+            atomic_write_text(Path(gallery), gallery_markdown(self.results, PageLinks(Path(gallery).parent),
+                                                              GALLERY_SOURCE))
+            written.append(Path(gallery))
         return written
+
+
+GALLERY_SOURCE = ("Written by `icl-gd reproduce --update-gallery PAGE` from the runs it judged (for the project's "
+                  "page, the kept full-budget runs in [full-run](full-run/README.md)); a run folder that keeps no "
+                  "figures (docs/full-run keeps tables and metrics) has its figures listed, not shown: `icl-gd run` "
+                  "or `icl-gd reproduce --out DIR` draws them. Figures kept in the repository are shown.")
+
+
+def check_gallery_page(page: Path) -> None:
+    """Before anything runs or is written: the gallery page's folder exists and the page is not a folder."""
+    if not Path(page).parent.is_dir() or Path(page).is_dir():
+        raise ConfigError(f"--update-gallery {page}: not a page in an existing folder")
 
 
 def check_table_page(page: Path) -> None:
