@@ -34,7 +34,7 @@ from icl_gd.regression.learned_online import LearnedDeltaRule, LearnedGatedDelta
 from icl_gd.regression.mesa import MesaLayer
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.regression.online_interpolation import interpolate_delta_rule, interpolate_mesa
-from icl_gd.regression.online_population import population_online_gd_of_task
+from icl_gd.regression.online_population import population_nlms_of_task, population_online_gd_of_task
 from icl_gd.regression.online_references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
                                                  tune_normalised_lms, tune_online_gd)
 from icl_gd.regression.order import order_sensitivity
@@ -199,13 +199,17 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
         reference_metrics[names.order_sensitivity(name)] = reference_order[name]
         reference_positions[name] = loss_per_position(predictor, tokens, targets)
     population = population_online_gd_of_task(task)
+    nlms = population_nlms_of_task(task)
     one_step = population_one_step_gd_of_task(task)
     reference_metrics.update({"eta_online_gd_population": population.eta,
                               names.loss("online_gd_population"): population.loss,
+                              "eta_nlms_population": nlms.eta, names.loss("nlms_population"): nlms.loss,
                               names.loss("gd_population"): one_step.loss})
     population_rows = (
         [{"model": "online_gd_population", "kind": "population", "position": t, "loss": v}
          for t, v in enumerate(population.loss_per_position(tuned.eta_online_gd)) if t]
+        + [{"model": "nlms_population", "kind": "population", "position": t, "loss": v}
+           for t, v in enumerate(nlms.loss_per_position(tuned.eta_nlms)) if t]
         + [{"model": "gd_population", "kind": "population", "position": t,
             "loss": population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned.eta_gd)}
            for t in range(1, task.n_context + 1)])
@@ -286,6 +290,7 @@ def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[t
         part = positions.loc[name, "reference"]
         ax.plot(part.index, part.values, "--", color=f"C{j + len(MODELS)}", lw=1.2, label=LABELS[name])
     for name, style, label in (("online_gd_population", "k-", "online GD, population (η tuned)"),
+                               ("nlms_population", "k-.", "normalised LMS, population (η tuned)"),
                                ("gd_population", "k:", "one GD step, population (η tuned)")):
         part = positions.loc[name, "population"]
         ax.plot(part.index, part.values, style, lw=0.8, label=label)

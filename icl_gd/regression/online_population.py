@@ -16,6 +16,15 @@ Noiseless (τ = 0), L_t = ½ d_y d s² σ² ρ(η)^t, minimised at every t by th
 η* = 1 / (σ² (d - 1 + κ)), ρ* = 1 - 1 / (d - 1 + κ); for Gaussian inputs η* = 1/(σ²(d + 2)) and
 L_t(η*) = ½ d_y d s² σ² ((d + 1)/(d + 2))^t. With noise the η minimising L_N depends on N and is found numerically
 (``PopulationOnlineGD.eta``). The one batch GD step of the same tasks is ``icl_gd.regression.population``'s.
+
+Normalised LMS, W_t = W_{t-1} - μ (W_{t-1} x_t - y_t) x_tᵀ / ‖x_t‖², has E_t = E_{t-1} (I - μ P_t) + μ ε_t x_tᵀ/‖x_t‖²
+with P_t = x_t x_tᵀ / ‖x_t‖² a projection, so (I - μP)² = I - (2μ - μ²) P, and E P = I / d for any law whose
+coordinates are i.i.d. and symmetric (sign flips cancel the off-diagonal, permutations equalise the diagonal). Hence
+
+    e_t = (1 - (2μ - μ²)/d) e_{t-1} + d_y μ² τ² E[1/‖x‖²],
+
+exact without noise for the uniform and the Gaussian law alike (μ* = 1 and ρ* = 1 - 1/d at every t); the noise
+term needs E[1/‖x‖²] = 1 / (σ² (d - 2)) (Gaussian inputs, d > 2: the mean of an inverse χ²).
 """
 
 from __future__ import annotations
@@ -89,6 +98,73 @@ class PopulationOnlineGD:
     def loss(self) -> float:
         """L_N(η*), the expected query loss at the population-optimal step size."""
         return self.loss_at(self.eta)
+
+
+@dataclass(frozen=True)
+class PopulationNLMS:
+    """Normalised LMS with constant step μ from W = 0 over the task distribution (module docstring); the fields are
+    ``PopulationOnlineGD``'s. With label noise the inputs must be Gaussian (the noise term's E[1/‖x‖²])."""
+
+    d: int
+    n_context: int
+    d_y: int
+    weight_scale: float
+    label_noise: float
+    moments: InputMoments
+
+    def __post_init__(self) -> None:
+        if self.label_noise and self.moments.law != "gaussian":
+            raise ConfigError(f"normalised LMS's population loss with label noise needs Gaussian inputs, not "
+                              f"{self.moments.law!r} (E[1/‖x‖²] has no closed form there)")
+        if self.label_noise and self.d <= 2:
+            raise ConfigError(f"normalised LMS's population loss with label noise needs d > 2, not d = {self.d} "
+                              f"(E[1/‖x‖²] is infinite)")
+
+    def contraction(self, mu: float) -> float:
+        """ρ(μ) = 1 - (2μ - μ²)/d."""
+        return 1 - (2 * mu - mu ** 2) / self.d
+
+    def loss_per_position(self, mu: float) -> list[float]:
+        """[L_0, ..., L_N]: the expected query loss after t = 0..N context pairs at step μ."""
+        s2, tau2 = self.moments.second, self.label_noise ** 2
+        inverse_norm = 1 / (s2 * (self.d - 2)) if tau2 else 0.0  # E[1/‖x‖²], Gaussian inputs
+        rho, noise = self.contraction(mu), self.d_y * mu ** 2 * tau2 * inverse_norm
+        error = self.d_y * self.d * self.weight_scale ** 2
+        losses = []
+        for t in range(self.n_context + 1):
+            if t:
+                error = rho * error + noise
+            losses.append(0.5 * (s2 * error + self.d_y * tau2))
+        return losses
+
+    def loss_at(self, mu: float) -> float:
+        return self.loss_per_position(mu)[-1]
+
+    @property
+    def eta(self) -> float:
+        """The μ minimising L_N: 1 without noise; with noise a golden-section search on (0, 2), where ρ < 1."""
+        if self.label_noise == 0:
+            return 1.0
+        low, high = 0.0, 2.0
+        while high - low > 2e-12:
+            a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
+            if self.loss_at(a) <= self.loss_at(b):
+                high = b
+            else:
+                low = a
+        return (low + high) / 2
+
+    @property
+    def loss(self) -> float:
+        """L_N(μ*)."""
+        return self.loss_at(self.eta)
+
+
+def population_nlms_of_task(task: LinearRegressionTask | RegressionTaskConfig) -> PopulationNLMS:
+    """``PopulationNLMS`` for a task (or a config that builds one), with ``population_online_gd_of_task``'s checks."""
+    online = population_online_gd_of_task(task)
+    return PopulationNLMS(d=online.d, n_context=online.n_context, d_y=online.d_y, weight_scale=online.weight_scale,
+                          label_noise=online.label_noise, moments=online.moments)
 
 
 def population_online_gd_of_task(task: LinearRegressionTask | RegressionTaskConfig) -> PopulationOnlineGD:
