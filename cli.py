@@ -273,6 +273,8 @@ def verify(
                 f"{status} {counter} {check.name:55s} max abs {result.max_abs_error:.2e}  "
                 f"max rel {result.max_rel_error:.2e}  (tol {result.tolerance:.0e})"
             )
+            if result.detail:
+                typer.echo(f"     {result.detail}")
     except ICLGDError as exc:
         _fail(exc)
     seconds = time.perf_counter() - started

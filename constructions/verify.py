@@ -32,6 +32,7 @@ class CheckResult:
     max_abs_error: float
     max_rel_error: float
     tolerance: float  # on the relative error
+    detail: str = ""  # what a statistical check compared, printed under its line (e.g. the values themselves)
 
     @property
     def passed(self) -> bool:
@@ -51,11 +52,12 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: float) -> C
     return CheckResult(diff, diff / scale if scale > 0 else diff, tolerance)
 
 
-def merge(results: list[CheckResult]) -> CheckResult:
+def merge(results: list[CheckResult], detail: str = "") -> CheckResult:
     return CheckResult(
         max(r.max_abs_error for r in results),
         max(r.max_rel_error for r in results),
         min(r.tolerance for r in results),
+        detail,
     )
 
 

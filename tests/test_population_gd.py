@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import runpy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -231,7 +231,28 @@ def test_the_docs_page_example_runs_and_prints_the_default_numbers(capsys, tmp_p
 
 
 # -------------------------------------------------------------------------------------------------------- icl-gd verify
-def test_the_verify_check_is_registered_and_passes():
-    check = next(c for c in all_checks() if c.name.startswith("population one-step gd"))
-    result = check.run()
-    assert result.passed and result.tolerance == 2e-2, result
+def test_the_verify_checks_are_registered_for_both_laws_and_print_their_values():
+    checks = [c for c in all_checks() if c.name.startswith("population one-step gd")]
+    assert len(checks) == 2
+    for check, law, eta in zip(checks, ("uniform", "gaussian"), ("6.06061", "0.47619")):
+        result = check.run()
+        assert result.passed and result.tolerance == 2e-2, result
+        # the closed form's η* (uniform: the default task's; Gaussian: N/(N + d + 1) = 10/21) beside its estimate
+        assert result.detail.startswith(f"{law} inputs: η* {eta} (Monte Carlo "), result.detail
+
+
+def test_the_verify_check_fails_for_a_wrong_fourth_moment(monkeypatch):
+    """The Gaussian κ = 3 in place of the uniform law's 9/5 moves η* and the loss by about 6%: the check must fail."""
+    from icl_gd.constructions import population_gd
+
+    real = population_gd.population_one_step_gd_of_task
+
+    def wrong_kurtosis(task):
+        reference = real(task)
+        m = reference.moments
+        sigma4, d, n = m.second ** 2, reference.d, reference.n_context
+        norm_fourth = d * 3 * sigma4 + d * (d - 1) * sigma4  # E‖x‖⁴ with m₄ = 3σ⁴
+        return replace(reference, trace_gram_squared=norm_fourth / n + (1 - 1 / n) * d * sigma4)
+
+    monkeypatch.setattr(population_gd, "population_one_step_gd_of_task", wrong_kurtosis)
+    assert not population_gd.check_population_one_step_gd().passed
