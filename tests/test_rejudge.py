@@ -165,3 +165,28 @@ def test_rejudge_writes_the_gallery_page_with_the_verdicts_it_decides(tmp_path, 
                                        str(tmp_path / "nowhere" / "figures.md")])
     assert missing.exit_code == 2 and "not a page in an existing folder" in missing.output
     assert "Traceback" not in missing.output
+
+
+def test_a_condition_two_sentences_share_counts_once_beside_the_authors_code(monkeypatch):
+    """The five-layer GD++ loss (authors' tuning) is a part of two counted sentences; the headline's comparison with
+    the authors' code counts conditions, so it must appear once in the run count and once in 'fail only in icl-gd'."""
+    from icl_gd.claims.summary import paper_summary, sentences
+
+    shared = "vo-deep-separate-gdpp-loss-authors-tuning"
+    ids = ["vo-recurrent2-beats-gd", "vo-deep-separate", "vo-recurrent2-gdpp-loss-authors-tuning", shared,
+           "vo-deep-separate-gdpp-aligned-authors-tuning"]
+    claims = select_claims(ids)
+    assert sum(shared in c.parts for c in claims) == 2  # the case under test
+    values = {shared: (0.46, 0.51, 0.52)}  # ours fails (the 2% bar), theirs holds
+    results = []
+    for claim in claims:
+        v = values.get(claim.id, (claim.threshold * 0.5,) * 3 if claim.threshold > 0 else (-1.0,) * 3)
+        verdict, note = judge_values(claim, v, planned=True)
+        results.append(ClaimResult(claim, verdict, Spread(v, log=claim.log_scale), note))
+    _records(monkeypatch, {shared: (0.004, 0.005, 0.006)})
+    counted = sentences(results, [r for r in results if r.claim.id in {"vo-recurrent2-beats-gd",
+                                                                        "vo-deep-separate-gdpp-aligned-authors-tuning"}])
+    assert sum(shared in [c.claim.id for c in s.conditions] for s in counted) == 2
+    summary = paper_summary(results, claims[0].paper)
+    assert summary["fails_only_in_icl_gd"] == [shared]
+    assert summary["authors_code_run"] == 1

@@ -222,7 +222,8 @@ def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
     claim's set-up, how many reach the same verdict in both; which fail in both, only in icl-gd, only in theirs."""
     members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
     counted = sentences(results, members)
-    conditions = [c for s in counted for c in s.conditions]
+    # a condition two sentences share (e.g. the five-layer GD++ loss, part of two sentences) is one run of theirs
+    conditions = list({c.claim.id: c for s in counted for c in s.conditions}.values())
     run = [(r, comparison(r)[1]) for r in conditions if compared(comparison(r)[0]) and r.at_full_setup]
     ours_fail = {r.claim.id for r, _ in run if r.verdict is Verdict.FAILS}
     theirs_fail = {r.claim.id for r, c in run if c.verdict is Verdict.FAILS}
