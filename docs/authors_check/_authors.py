@@ -82,3 +82,44 @@ def set_sine(config) -> None:
     config.dropout_rate, config.y_update, config.input_range = 0.0, False, 10
     config.analyse, config.input_mlp, config.input_mlp_out_dim = True, True, 40
     config.widening_factor, config.sum_norm, config.in_proj, config.emb_size = 4, False, True, 40
+
+
+def set_prng_era(legacy: bool) -> None:
+    """``legacy``: JAX's PRNG as before jax 0.5 (``jax_threefry_partitionable`` False), the stream their notebooks
+    drew under jax 0.3.25; call before anything draws a key. Without it, current JAX's default."""
+    if legacy:
+        import jax
+        jax.config.update("jax_threefry_partitionable", False)
+
+
+def provenance(authors_dir: Path, started: float, train_s: float, legacy_prng: bool) -> dict:
+    """Their commit, the library versions, the machine, the command, the date and the wall time of a run."""
+    import os
+    import platform
+    import subprocess
+    import time
+    from datetime import datetime, timezone
+    from importlib import metadata
+
+    import jax
+    commit = subprocess.run(["git", "-C", str(authors_dir), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return {
+        "commit": commit.stdout.strip() or "not a git checkout: see the snapshot's commit",
+        "versions": ", ".join(f"{m} {metadata.version(m)}" for m in ("jax", "jaxlib", "dm-haiku", "optax", "numpy")),
+        "python": platform.python_version(), "device": jax.default_backend(),
+        "jax_threefry_partitionable": bool(jax.config.jax_threefry_partitionable), "legacy_prng": legacy_prng,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "train_s": round(train_s), "wall_s": round(time.time() - started)}
+
+
+def write_json(path: str | Path, obj: dict) -> None:
+    """``obj`` as one JSON object in ``path``, atomically (a temporary file, then os.replace): a reader never sees a
+    half-written file, and a run that dies leaves its last complete write."""
+    import json
+    import os
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(obj) + "\n")
+    os.replace(tmp, path)

@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-VALUES = Path(__file__).resolve().parents[2] / "icl_gd" / "platform" / "claims" / "authors_values.json"
+VALUES = Path(__file__).resolve().parents[2] / "icl_gd" / "claims" / "authors_values.json"
 COMMIT = "3d5547ca48b60ecac459834e2c05c9ff5df87991"  # the snapshot the README names
 
 
@@ -64,16 +64,20 @@ def provenance(runs: list[dict], setup: str, driver: str) -> dict:
     }
 
 
-def write(records: dict[str, tuple[list[float], list[int], str]], common: dict) -> None:
-    """Claim id -> (per-seed values, their seeds, what was measured), each with ``common``'s provenance; replaces
-    earlier records of the same claims and prints what it wrote."""
-    data = json.loads(VALUES.read_text())
+def write(records: dict[str, tuple[list[float], list[int], str]], common: dict, path: Path = VALUES,
+          extra: dict[str, dict] | None = None) -> None:
+    """Claim id -> (per-seed values, their seeds, what was measured), each with ``common``'s provenance and the
+    claim's ``extra`` fields (e.g. its per-seed trained losses) into ``path`` (the repository's file unless a copy is
+    given); replaces earlier records of the same claims and prints what it wrote."""
+    path = Path(path)
+    data = json.loads(path.read_text())
     for claim_id, (values, seeds, measured) in records.items():
-        data[claim_id] = {"values": values, "seeds": seeds, "measured": measured, **common}
+        data[claim_id] = {"values": values, "seeds": seeds, "measured": measured, **common,
+                          **(extra or {}).get(claim_id, {})}
     text = json.dumps(data, indent=2, ensure_ascii=False)
     # short lists of numbers on one line, as the rest of the file
     text = re.sub(r"\[\s+([-0-9.e, \n]*?)\s+\]",
                   lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
-    VALUES.write_text(text + "\n")
+    path.write_text(text + "\n")
     for claim_id, (values, _, _) in records.items():
         print(claim_id, [round(v, 5) for v in values])
