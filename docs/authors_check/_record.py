@@ -64,12 +64,12 @@ def provenance(runs: list[dict], setup: str, driver: str) -> dict:
     }
 
 
-def write(records: dict[str, tuple[list[float], list[int], str]], common: dict, path: Path = VALUES,
+def write(records: dict[str, tuple[list[float], list[int], str]], common: dict, path: Path | None = None,
           extra: dict[str, dict] | None = None) -> None:
     """Claim id -> (per-seed values, their seeds, what was measured), each with ``common``'s provenance and the
     claim's ``extra`` fields (e.g. its per-seed trained losses) into ``path`` (the repository's file unless a copy is
     given); replaces earlier records of the same claims and prints what it wrote."""
-    path = Path(path)
+    path = Path(VALUES if path is None else path)  # VALUES read at call time (tests point it at a copy)
     data = json.loads(path.read_text())
     for claim_id, (values, seeds, measured) in records.items():
         data[claim_id] = {"values": values, "seeds": seeds, "measured": measured, **common,
