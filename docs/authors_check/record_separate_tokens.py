@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from _record import VALUES, load_runs, per_seed, provenance, write
+from _record import load_runs, per_seed, provenance, write
 
 
 def plan_budget() -> dict:
@@ -57,8 +57,8 @@ def same_setup(runs: list[dict], plan: dict) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="separate_tokens.py --out files, one per seed")
-    ap.add_argument("--values", default=str(VALUES), help="the authors_values.json to write (default: the "
-                    "repository's)")
+    ap.add_argument("--values", default=None, help="the authors_values.json to write (default: the repository's, "
+                    "_record.VALUES)")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     if not all(r.get("driver") == "separate_tokens" for r in runs):

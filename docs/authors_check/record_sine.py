@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 
-from _record import VALUES, load_runs, provenance, write
+from _record import load_runs, provenance, write
 
 
 def plan_steps() -> int:
@@ -39,8 +39,8 @@ def plan_steps() -> int:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="sine.py --out files, one per seed")
-    ap.add_argument("--values", default=str(VALUES), help="the authors_values.json to write (default: the "
-                    "repository's)")
+    ap.add_argument("--values", default=None, help="the authors_values.json to write (default: the repository's, "
+                    "_record.VALUES)")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     if not all(r.get("driver") == "sine" for r in runs):
