@@ -21,6 +21,8 @@ import _record  # noqa: E402
 import record_ood_laws  # noqa: E402
 import record_recurrent  # noqa: E402
 import record_separate  # noqa: E402
+import record_separate_tokens  # noqa: E402
+import record_sine  # noqa: E402
 import record_variants  # noqa: E402
 
 PROV = {"versions": "jax 0.10.2", "python": "3.11.7", "device": "cpu", "date": "2026-12-02", "wall_s": 60}
@@ -183,10 +185,6 @@ def test_a_run_with_gd_eta_set_by_hand_is_not_recorded(tmp_path, values_file):
 
 
 # ----------------------------------------------------------------------------- sine and separate tokens (Fig. 4, 5)
-import record_separate_tokens  # noqa: E402
-import record_sine  # noqa: E402
-
-
 def _separate_run(seed: int, steps: int, **fields) -> dict:
     plan = record_separate_tokens.plan_budget()
     base = {"driver": "separate_tokens", "seed": seed, "steps": steps, "batch_size": plan["batch_size"],
