@@ -198,21 +198,17 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
         reference_order[name] = order_sensitivity(predictor, tokens, order.permutations, order.permutation_seed)
         reference_metrics[names.order_sensitivity(name)] = reference_order[name]
         reference_positions[name] = loss_per_position(predictor, tokens, targets)
-    population = population_online_gd_of_task(task)
-    nlms = population_nlms_of_task(task)
-    one_step = population_one_step_gd_of_task(task)
-    reference_metrics.update({"eta_online_gd_population": population.eta,
-                              names.loss("online_gd_population"): population.loss,
-                              "eta_nlms_population": nlms.eta, names.loss("nlms_population"): nlms.loss,
-                              names.loss("gd_population"): one_step.loss})
-    population_rows = (
-        [{"model": "online_gd_population", "kind": "population", "position": t, "loss": v}
-         for t, v in enumerate(population.loss_per_position(tuned.eta_online_gd)) if t]
-        + [{"model": "nlms_population", "kind": "population", "position": t, "loss": v}
-           for t, v in enumerate(nlms.loss_per_position(tuned.eta_nlms)) if t]
-        + [{"model": "gd_population", "kind": "population", "position": t,
-            "loss": population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned.eta_gd)}
-           for t in range(1, task.n_context + 1)])
+    online_population, nlms, one_step = (population_online_gd_of_task(task), population_nlms_of_task(task),
+                                         population_one_step_gd_of_task(task))
+    reference_metrics.update({"eta_online_gd_population": online_population.eta, "eta_nlms_population": nlms.eta,
+                              **{names.loss(f"{k}_population"): p.loss for k, p in
+                                 (("online_gd", online_population), ("nlms", nlms), ("gd", one_step))}})
+    curves = {"online_gd_population": online_population.loss_per_position(tuned.eta_online_gd)[1:],
+              "nlms_population": nlms.loss_per_position(tuned.eta_nlms)[1:],
+              "gd_population": [population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned.eta_gd)
+                                for t in range(1, task.n_context + 1)]}
+    population_rows = [{"model": k, "kind": "population", "position": t + 1, "loss": v}
+                       for k, losses in curves.items() for t, v in enumerate(losses)]
 
     trained: dict[str, dict[int, nn.Module]] = {}
     for name in MODELS:
