@@ -251,3 +251,15 @@ def test_the_tolerance_table_in_the_docs_is_the_registry_s():
     # every counted claim reads its threshold by a form of the table, and says which in its source
     for claim in CLAIMS:
         assert claim.form in TOLERANCES, claim.id
+
+
+def test_a_sentence_whose_failed_runs_used_up_its_maximum_is_unsettled_at_the_maximum():
+    from icl_gd.claims.summary import Sentence
+    from icl_gd.claims.verdict import ClaimResult, Spread
+
+    claim = replace(_claim(), runs=(RunPlan("single-layer", seeds=10),))
+    values = (0.06, 0.006, 0.016, 0.005, 0.005, 0.93, 0.90, 0.003, 0.87, 0.026)
+    failed = ((5, "stuck"), (6, "stuck"), (8, "stuck"))
+    verdict, note = judge_values(claim, values, failed, planned=True)
+    result = ClaimResult(claim, verdict, Spread(values), note, failed_seeds=failed)
+    assert len(result.kept.values) == 7 and Sentence(result).unsettled_at_maximum

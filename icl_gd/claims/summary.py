@@ -149,9 +149,10 @@ class Sentence:
 
     @property
     def unsettled_at_maximum(self) -> bool:
-        """Inconclusive with no more seeds planned for any inconclusive condition (each at its maximum)."""
+        """Inconclusive with no more seeds planned for any inconclusive condition (each at its maximum; the maximum
+        caps the seeds run, those whose training failed included)."""
         return self.verdict is Verdict.INCONCLUSIVE and all(
-            r.kept is not None and len(r.kept.values) >= r.claim.seed_limit
+            r.spread is not None and len(r.spread.values) >= r.claim.seed_limit
             for r in self.conditions if r.verdict is Verdict.INCONCLUSIVE)
 
 
