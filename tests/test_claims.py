@@ -296,11 +296,17 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     import zlib
 
     from icl_gd.claims import summary as report_module
-    from icl_gd.claims.authors import authors_values
+    from icl_gd.claims.authors import AuthorsValue
 
-    # the authors' code's records as the report reads them, pinned to separate tokens and sine (so vo-single-loss
-    # shows "not run" whatever authors_values.json records for it)
-    recorded = {k: v for k, v in authors_values().items() if k in ("vo-separate-one-step", "vo-sine")}
+    # the authors' code's records as the report reads them, fixed here (authors_values.json changes as their code
+    # is run): separate tokens at the claim's set-up, two seeds of which seed 1 never trained, and sine at another
+    # set-up; vo-single-loss has none, so it shows "not run"
+    prov = {"steps": 10000, "setup": "their notebook", "driver": "docs/authors_check/x.py", "measured": "by hand",
+            "repository": "google-research/self-organising-systems", "commit": "3d5547c", "date": "2026-12-01",
+            "versions": "jax 0.10.2"}
+    recorded = {"vo-separate-one-step": AuthorsValue("vo-separate-one-step", (0.0368, 0.9373), True,
+                                                     {"seeds": [0, 1], **prov}, ((0.2172,), (0.402,)), 0.416),
+                "vo-sine": AuthorsValue("vo-sine", (0.3578,), False, {"seeds": [0], **prov})}
     monkeypatch.setattr(report_module, "authors_values", lambda: recorded)
     claim = next(c for c in CLAIMS if c.id == "vo-single-loss")
     evidence = _evidence(tmp_path / "runs", claim, [0.001, 0.002, 0.003])
