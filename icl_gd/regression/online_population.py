@@ -40,6 +40,29 @@ from icl_gd.regression.tasks import LinearRegressionTask
 _GOLDEN = (5 ** 0.5 - 1) / 2
 
 
+def _query_losses(rho: float, noise: float, first_error: float, second: float, tau2: float, d_y: int,
+                  n_context: int) -> list[float]:
+    """[L_0, ..., L_N] of the recursion e_t = ρ e_{t-1} + noise from e_0, L_t = ½ (σ² e_t + d_y τ²)."""
+    error, losses = first_error, []
+    for t in range(n_context + 1):
+        if t:
+            error = rho * error + noise
+        losses.append(0.5 * (second * error + d_y * tau2))
+    return losses
+
+
+def _golden_minimum(loss, high: float) -> float:
+    """The minimiser of a unimodal ``loss`` on (0, ``high``), to a relative 1e-12 of the interval."""
+    low, top = 0.0, high
+    while top - low > 1e-12 * high:
+        a, b = top - _GOLDEN * (top - low), low + _GOLDEN * (top - low)
+        if loss(a) <= loss(b):
+            top = b
+        else:
+            low = a
+    return (low + top) / 2
+
+
 @dataclass(frozen=True)
 class PopulationOnlineGD:
     """Online GD with constant step η from W = 0 over the task distribution (module docstring): d inputs,
@@ -61,14 +84,9 @@ class PopulationOnlineGD:
     def loss_per_position(self, eta: float) -> list[float]:
         """[L_0, L_1, ..., L_N]: the expected query loss after t = 0..N context pairs at step size η."""
         s2, tau2 = self.moments.second, self.label_noise ** 2
-        rho, noise = self.contraction(eta), self.d_y * eta ** 2 * tau2 * self.d * s2
-        error = self.d_y * self.d * self.weight_scale ** 2  # e_0 = E‖W*‖²_F
-        losses = []
-        for t in range(self.n_context + 1):
-            if t:
-                error = rho * error + noise
-            losses.append(0.5 * (s2 * error + self.d_y * tau2))
-        return losses
+        noise = self.d_y * eta ** 2 * tau2 * self.d * s2
+        return _query_losses(self.contraction(eta), noise, self.d_y * self.d * self.weight_scale ** 2, s2, tau2,
+                             self.d_y, self.n_context)  # e_0 = E‖W*‖²_F
 
     def loss_at(self, eta: float) -> float:
         """L_N(η), the expected query loss after the whole context."""
@@ -85,14 +103,7 @@ class PopulationOnlineGD:
         (0, ``stable_limit``), where L_N is unimodal in η (to a relative 1e-12 of the interval)."""
         if self.label_noise == 0:
             return self.stable_limit / 2
-        low, high = 0.0, self.stable_limit
-        while high - low > 1e-12 * self.stable_limit:
-            a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
-            if self.loss_at(a) <= self.loss_at(b):
-                high = b
-            else:
-                low = a
-        return (low + high) / 2
+        return _golden_minimum(self.loss_at, self.stable_limit)
 
     @property
     def loss(self) -> float:
@@ -128,14 +139,8 @@ class PopulationNLMS:
         """[L_0, ..., L_N]: the expected query loss after t = 0..N context pairs at step μ."""
         s2, tau2 = self.moments.second, self.label_noise ** 2
         inverse_norm = 1 / (s2 * (self.d - 2)) if tau2 else 0.0  # E[1/‖x‖²], Gaussian inputs
-        rho, noise = self.contraction(mu), self.d_y * mu ** 2 * tau2 * inverse_norm
-        error = self.d_y * self.d * self.weight_scale ** 2
-        losses = []
-        for t in range(self.n_context + 1):
-            if t:
-                error = rho * error + noise
-            losses.append(0.5 * (s2 * error + self.d_y * tau2))
-        return losses
+        return _query_losses(self.contraction(mu), self.d_y * mu ** 2 * tau2 * inverse_norm,
+                             self.d_y * self.d * self.weight_scale ** 2, s2, tau2, self.d_y, self.n_context)
 
     def loss_at(self, mu: float) -> float:
         return self.loss_per_position(mu)[-1]
@@ -145,14 +150,7 @@ class PopulationNLMS:
         """The μ minimising L_N: 1 without noise; with noise a golden-section search on (0, 2), where ρ < 1."""
         if self.label_noise == 0:
             return 1.0
-        low, high = 0.0, 2.0
-        while high - low > 2e-12:
-            a, b = high - _GOLDEN * (high - low), low + _GOLDEN * (high - low)
-            if self.loss_at(a) <= self.loss_at(b):
-                high = b
-            else:
-                low = a
-        return (low + high) / 2
+        return _golden_minimum(self.loss_at, 2.0)
 
     @property
     def loss(self) -> float:
