@@ -12,7 +12,9 @@ import pytest
 from scipy.stats import t
 
 from icl_gd.claims import CLAIMS
-from icl_gd.claims.authors import AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values
+from icl_gd.claims.authors import (AUTHORS_VALUES, Agreement, AuthorsValue, agreement, authors_values,
+                                  judged_at_other_setups)
+from icl_gd.claims.verdict import Verdict
 from icl_gd.claims.verdict import Spread
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 
@@ -76,6 +78,24 @@ def test_no_interval_no_record_and_other_setups_are_not_verdicts():
     assert agreement(LINEAR, Spread((0.01,)), None).agreement is Agreement.NOT_RUN
 
 
+def test_runs_at_other_set_ups_are_judged_by_the_claims_rule_but_never_compared(tmp_path):
+    # catches a run at their notebook's length entering the agreement (it would make the two codes differ here),
+    # being dropped when the file is read, or judged by another rule than the claim's
+    path = tmp_path / "values.json"
+    short = {"values": [0.5, 0.6, 0.7], "same_setup": True, "seeds": [0, 1, 2], "steps": 10_000}
+    path.write_text(json.dumps({LINEAR.id: {"values": [0.010, 0.011, 0.012], "same_setup": True, "seeds": [0, 1, 2],
+                                            "steps": 40_000, "other_setups": [short]}}))
+    theirs = authors_values(path)[LINEAR.id]
+    (other,) = theirs.other_setups
+    assert other.values == (0.5, 0.6, 0.7) and other.same_setup is False  # never at the claim's set-up
+    assert other.provenance["steps"] == 10_000 and theirs.provenance["steps"] == 40_000
+    assert agreement(LINEAR, Spread((0.0105, 0.0095, 0.0101)), theirs).agreement is Agreement.AGREES
+    ((judged, verdict, _),) = judged_at_other_setups(LINEAR, theirs)
+    assert judged is other and verdict is Verdict.FAILS  # |gap| 0.5-0.7 against the claim's < 0.02
+    assert theirs.as_json()["other_setups"][0]["values"] == [0.5, 0.6, 0.7]
+    assert judged_at_other_setups(LINEAR, None) == ()
+
+
 # ---------------------------------------------------------------------------------------------------- the records
 REQUIRED = ("seeds", "steps", "setup", "measured", "driver", "repository", "commit", "versions", "date", "recorded_in")
 
@@ -85,11 +105,13 @@ def test_every_record_names_a_registered_claim_and_carries_its_provenance():
     registered = {c.id for c in CLAIMS}
     values = authors_values()
     assert values and set(values) == {k for k in records if not k.startswith("_")}
-    for claim_id, record in values.items():
+    every = [(claim_id, r) for claim_id, record in values.items() for r in (record, *record.other_setups)]
+    for claim_id, record in every:
         assert claim_id in registered, f"{claim_id}: not a registered claim id (renamed or removed?)"
         for key in REQUIRED:
             assert record.provenance.get(key) not in (None, "", []), (claim_id, key)
         assert isinstance(records[claim_id]["same_setup"], bool), claim_id
+        assert all(o["same_setup"] is False for o in records[claim_id].get("other_setups", [])), claim_id
         # per-seed values: one per recorded seed, finite; a record compared with ours has at least one
         if record.values:
             assert len(record.values) == len(record.provenance["seeds"]), claim_id

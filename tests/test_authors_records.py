@@ -211,10 +211,31 @@ def test_separate_token_records_take_the_claims_statistics_and_their_plan_decide
     one = data["vo-separate-one-step"]
     assert one["seeds"] == [0, 1] and one["same_setup"] is True
     assert one["trained_loss"] == pytest.approx([0.21, 0.198]) and one["untrained_loss"] == pytest.approx(0.418)
-    # the notebook's 10 000 steps are not the claims' plan: recorded, but not at the same set-up
-    record_separate_tokens.main(_lines(tmp_path, [_separate_run(0, 10_000)]))
-    short = json.loads(values_file.read_text())["vo-separate-one-step"]
+    # the notebook's 10 000 steps are not the claims' plan: kept beside the plan's record, which stays the record
+    record_separate_tokens.main(_lines(tmp_path, [_separate_run(s, 10_000, rel_gap_trained_vs_gd=0.02 + s / 100)
+                                                  for s in (0, 1, 2)]))
+    kept = json.loads(values_file.read_text())["vo-separate-one-step"]
+    assert kept["values"] == pytest.approx([0.03, 0.01]) and kept["same_setup"] is True
+    (short,) = kept["other_setups"]
     assert short["same_setup"] is False and f"the plan {steps}" in short["setup"]
+    assert short["values"] == pytest.approx([0.02, 0.03, 0.04]) and short["steps"] == 10_000
+    # recording the notebook's length again replaces its earlier record, not the plan's
+    record_separate_tokens.main(_lines(tmp_path, [_separate_run(0, 10_000, rel_gap_trained_vs_gd=0.07)]))
+    kept = json.loads(values_file.read_text())["vo-separate-one-step"]
+    assert kept["values"] == pytest.approx([0.03, 0.01]) and len(kept["other_setups"]) == 1
+    assert kept["other_setups"][0]["values"] == pytest.approx([0.07])
+
+
+def test_a_run_at_the_plan_keeps_an_earlier_run_at_another_set_up_beside_it(tmp_path, values_file):
+    # catches the first run at the claims' plan erasing the shorter run recorded before it (or keeping it as the
+    # record, compared with ours)
+    steps = record_separate_tokens.plan_budget()["steps"]
+    record_separate_tokens.main(_lines(tmp_path, [_separate_run(0, 10_000, rel_gap_trained_vs_gd=0.09)]))
+    record_separate_tokens.main(_lines(tmp_path, [_separate_run(0, steps, rel_gap_trained_vs_gd=0.02)]))
+    record = json.loads(values_file.read_text())["vo-separate-one-step"]
+    assert record["same_setup"] is True and record["values"] == pytest.approx([0.02])
+    assert [o["values"] for o in record["other_setups"]] == [pytest.approx([0.09])]
+    assert record["other_setups"][0]["same_setup"] is False
 
 
 def _sine_run(seed: int, steps: int, baseline_steps: int, gap: float) -> dict:
@@ -232,9 +253,12 @@ def test_sine_records_take_the_fresh_test_set_and_need_the_plans_budget_for_both
     assert data["vo-sine"]["values"] == pytest.approx([0.36]) and data["vo-sine"]["same_setup"] is True
     assert data["vo-sine-alignment"]["values"] == pytest.approx([0.98])
     assert data["vo-sine-function"]["values"] == pytest.approx([0.12])
-    # a baseline trained shorter than the plan is another set-up
+    # a baseline trained shorter than the plan is another set-up: kept beside the plan's run, not instead of it
     record_sine.main(_lines(tmp_path, [_sine_run(0, steps, steps // 2, -0.5)]))
-    assert json.loads(values_file.read_text())["vo-sine"]["same_setup"] is False
+    record = json.loads(values_file.read_text())["vo-sine"]
+    assert record["same_setup"] is True and record["values"] == pytest.approx([0.36])
+    assert record["other_setups"][0]["same_setup"] is False
+    assert record["other_setups"][0]["values"] == pytest.approx([0.5])
 
 
 def test_every_recorder_writes_only_registered_claims_of_its_figure():

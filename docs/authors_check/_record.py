@@ -64,6 +64,24 @@ def provenance(runs: list[dict], setup: str, driver: str) -> dict:
     }
 
 
+def merged(old: dict | None, new: dict) -> dict:
+    """The claim's record after recording ``new``. A run at the claim's set-up (``same_setup``) is the record; runs
+    at other set-ups (their notebook's length, a shorter baseline) are kept under ``other_setups``, shown and never
+    compared: a run at another set-up never replaces one at the claim's, and a run at the claim's set-up keeps the
+    earlier ones. A run is one set-up per ``driver`` command (its flags: steps, PRNG era); recording the same
+    command again replaces its earlier record."""
+    if old is None:
+        return new
+    old = dict(old)
+    others = [o for o in old.pop("other_setups", []) if o.get("driver") != new.get("driver")]
+    if old.get("driver") != new.get("driver"):
+        if old.get("same_setup") and not new.get("same_setup"):
+            old, new = new, old  # the claim's set-up stays the record
+        others.append({**old, "same_setup": False})  # an earlier set-up, or a plan that has since changed
+    others.sort(key=lambda o: (o.get("steps", 0), o.get("driver", "")))
+    return {**new, "other_setups": others} if others else new
+
+
 def write(records: dict[str, tuple[list[float], list[int], str]], common: dict, path: Path | None = None,
           extra: dict[str, dict] | None = None) -> None:
     """Claim id -> (per-seed values, their seeds, what was measured), each with ``common``'s provenance and the
@@ -72,8 +90,8 @@ def write(records: dict[str, tuple[list[float], list[int], str]], common: dict, 
     path = Path(VALUES if path is None else path)  # VALUES read at call time (tests point it at a copy)
     data = json.loads(path.read_text())
     for claim_id, (values, seeds, measured) in records.items():
-        data[claim_id] = {"values": values, "seeds": seeds, "measured": measured, **common,
-                          **(extra or {}).get(claim_id, {})}
+        new = {"values": values, "seeds": seeds, "measured": measured, **common, **(extra or {}).get(claim_id, {})}
+        data[claim_id] = merged(data.get(claim_id), new)
     text = json.dumps(data, indent=2, ensure_ascii=False)
     # short lists of numbers on one line, as the rest of the file
     text = re.sub(r"\[\s+([-0-9.e, \n]*?)\s+\]",

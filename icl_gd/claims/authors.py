@@ -56,33 +56,36 @@ class AuthorsValue:
     provenance: dict[str, Any] = field(default_factory=dict)  # every other recorded field (seeds, steps, versions...)
     trained_loss: tuple[tuple[float, ...], ...] = ()
     untrained_loss: float | None = None
+    # runs of their code at other set-ups than the claim's (e.g. their notebook's shorter length): shown, never compared
+    other_setups: tuple[AuthorsValue, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         extra = {"trained_loss": [list(v) for v in self.trained_loss], "untrained_loss": self.untrained_loss} \
             if self.trained_loss else {}
-        return {"values": list(self.values), "same_setup": self.same_setup, **extra, **self.provenance}
+        others = {"other_setups": [o.as_json() for o in self.other_setups]} if self.other_setups else {}
+        return {"values": list(self.values), "same_setup": self.same_setup, **extra, **self.provenance, **others}
 
     def seed_label(self, index: int) -> str:
         seeds = self.provenance.get("seeds") or []
         return str(seeds[index]) if index < len(seeds) else str(index)
 
 
+def _parse(claim_id: str, record: dict[str, Any]) -> AuthorsValue:
+    record = dict(record)
+    values = tuple(float(v) for v in record.pop("values"))
+    same = bool(record.pop("same_setup"))
+    losses = tuple(tuple(float(x) for x in (v if isinstance(v, list) else [v]))
+                   for v in record.pop("trained_loss", []))
+    untrained = record.pop("untrained_loss", None)
+    others = tuple(_parse(claim_id, {**o, "same_setup": False}) for o in record.pop("other_setups", []))
+    return AuthorsValue(claim_id, values, same, record, losses, None if untrained is None else float(untrained),
+                        others)
+
+
 @lru_cache(maxsize=None)
 def _load(path: Path) -> dict[str, AuthorsValue]:
     records = json.loads(path.read_text())
-    out = {}
-    for claim_id, record in records.items():
-        if claim_id.startswith("_"):
-            continue
-        record = dict(record)
-        values = tuple(float(v) for v in record.pop("values"))
-        same = bool(record.pop("same_setup"))
-        losses = tuple(tuple(float(x) for x in (v if isinstance(v, list) else [v]))
-                       for v in record.pop("trained_loss", []))
-        untrained = record.pop("untrained_loss", None)
-        out[claim_id] = AuthorsValue(claim_id, values, same, record, losses,
-                                     None if untrained is None else float(untrained))
-    return out
+    return {claim_id: _parse(claim_id, record) for claim_id, record in records.items() if not claim_id.startswith("_")}
 
 
 def authors_values(path: Path = AUTHORS_VALUES) -> dict[str, AuthorsValue]:
@@ -97,6 +100,19 @@ def their_failed_seeds(claim: Claim, theirs: AuthorsValue) -> tuple[tuple[int, s
         return ()
     return tuple((i, reason) for i, losses in enumerate(theirs.trained_loss)
                  if (reason := claim.training.failed(losses, theirs.untrained_loss)))
+
+
+def judged_at_other_setups(claim: Claim, theirs: AuthorsValue | None) -> tuple[tuple[AuthorsValue, Verdict, str], ...]:
+    """Each run of their code recorded at another set-up than the claim's, with its verdict under the claim's rule
+    (its failed seeds left out, named by their labels); shown beside the claim, never compared with ours."""
+    out = []
+    for other in theirs.other_setups if theirs is not None else ():
+        failed = their_failed_seeds(claim, other)
+        verdict, note = judge_values(claim, other.values, failed)
+        if failed:
+            note = note.replace(seed_list([i for i, _ in failed]), seed_list([other.seed_label(i) for i, _ in failed]))
+        out.append((other, verdict, note))
+    return tuple(out)
 
 
 def compared(theirs: AuthorsValue | None) -> bool:

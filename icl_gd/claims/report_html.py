@@ -11,7 +11,7 @@ from icl_gd.claims.report_markdown import (CHECKS_INTRO, VARIANTS, departures_of
                                            runs_text)
 from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
                                    claims_summary, comparison, construction_checks, draws_note, embedded_png,
-                                   flip_text, parts_of, section_line, sentence_of,
+                                   flip_text, other_setups_text, parts_of, section_line, sentence_of,
                                    their_values, threshold_text, value_text, variants)
 from icl_gd.claims.kept import kept_text, quick_agreement
 
@@ -71,7 +71,8 @@ def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, sub: str = "
                          ) if compared_.verdict else ""
         verdicts += (their_verdict + "<br>" + _badge(f"authors' code: {compared_.agreement.value}",
                                                      compared_.agreement.value)
-                     + recorded + (f"<br><small>{esc(compared_.note)}</small>" if compared_.note else ""))
+                     + recorded + (f"<br><small>{esc(compared_.note)}</small>" if compared_.note else "")
+                     + (f"<br><small>their code {esc(others)}</small>" if (others := other_setups_text(r)) else ""))
     arrow = "↳ " if variant else ""
     return (f'<tr class="{r.verdict.value.replace(" ", "-")}{" variant" if variant else ""}"><td>{arrow}'
             f"<code>{esc(r.claim.id)}</code>{kind}</td>"

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from icl_gd.claims.authors import Agreement, AuthorsValue, Comparison, agreement, authors_values, compared
+from icl_gd.claims.authors import (Agreement, AuthorsValue, Comparison, agreement, authors_values, compared,
+                                   judged_at_other_setups)
 from icl_gd.claims.claim import FORM_ORDER, Form, Kind
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 from icl_gd.claims.formatting import format_value
@@ -308,16 +309,29 @@ def their_values(theirs: AuthorsValue) -> str:
     return f"{values} (seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))})"
 
 
+def other_setups_text(result: ClaimResult) -> str:
+    """Their runs at other set-ups than the claim's (e.g. their notebook's length): values and their verdict under
+    the claim's rule, marked as not compared ('' when there are none)."""
+    theirs = authors_values().get(result.claim.id)
+    return "; ".join(
+        f"at {other.provenance.get('steps', '?')} steps: {their_values(other)}, theirs {verdict.value}"
+        + (f" ({note})" if note else "") + " (another set-up: not compared)"
+        for other, verdict, note in judged_at_other_setups(result.claim, theirs))
+
+
 def authors_text(result: ClaimResult) -> str:
-    """Their values (per seed), their verdict under the claim's rule and the agreement verdict with its reason."""
+    """Their values (per seed), their verdict under the claim's rule and the agreement verdict with its reason;
+    then their runs at other set-ups, not compared."""
     theirs, compared_ = comparison(result)
+    others = other_setups_text(result)
+    others = f". Their code {others}" if others else ""
     if theirs is None or not theirs.values:
-        return compared_.agreement.value
+        return compared_.agreement.value + others
     if compared_.verdict is None:
-        return f"{their_values(theirs)}: {compared_.agreement.value}"
+        return f"{their_values(theirs)}: {compared_.agreement.value}{others}"
     verdict = compared_.verdict.value + (f" ({compared_.verdict_note})" if compared_.verdict_note else "")
     return (f"{their_values(theirs)}: theirs {verdict}; {compared_.agreement.value}"
-            + (f" ({compared_.note})" if compared_.note else ""))
+            + (f" ({compared_.note})" if compared_.note else "") + others)
 
 
 def summary_json(results: Sequence[ClaimResult]) -> dict:
