@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from icl_gd.core.config import require_positive_int
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.config import RegressionTaskConfig
-from icl_gd.regression.population import InputMoments, population_one_step_gd_of_task
+from icl_gd.regression.population import TaskLaw, population_one_step_gd_of_task
 from icl_gd.regression.tasks import LinearRegressionTask
 
 _GOLDEN = (5 ** 0.5 - 1) / 2
@@ -64,17 +64,9 @@ def _golden_minimum(loss, high: float) -> float:
 
 
 @dataclass(frozen=True)
-class PopulationOnlineGD:
-    """Online GD with constant step η from W = 0 over the task distribution (module docstring): d inputs,
-    N = ``n_context`` context pairs, d_y outputs, W* ~ N(0, ``weight_scale``² I), label noise of std
-    ``label_noise``, inputs of the law ``moments`` describes."""
-
-    d: int
-    n_context: int
-    d_y: int
-    weight_scale: float
-    label_noise: float
-    moments: InputMoments
+class PopulationOnlineGD(TaskLaw):
+    """Online GD with constant step η from W = 0 over the task distribution (module docstring; the fields are
+    ``TaskLaw``'s)."""
 
     def contraction(self, eta: float) -> float:
         """ρ(η) = 1 - 2ησ² + η²σ⁴(d - 1 + κ): E‖E_t‖² = ρ E‖E_{t-1}‖² without noise."""
@@ -112,16 +104,9 @@ class PopulationOnlineGD:
 
 
 @dataclass(frozen=True)
-class PopulationNLMS:
-    """Normalised LMS with constant step μ from W = 0 over the task distribution (module docstring); the fields are
-    ``PopulationOnlineGD``'s. With label noise the inputs must be Gaussian (the noise term's E[1/‖x‖²])."""
-
-    d: int
-    n_context: int
-    d_y: int
-    weight_scale: float
-    label_noise: float
-    moments: InputMoments
+class PopulationNLMS(TaskLaw):
+    """Normalised LMS with constant step μ from W = 0 over the task distribution (module docstring; the fields are
+    ``TaskLaw``'s). With label noise the inputs must be Gaussian (the noise term's E[1/‖x‖²])."""
 
     def __post_init__(self) -> None:
         if self.label_noise and self.moments.law != "gaussian":
@@ -160,9 +145,7 @@ class PopulationNLMS:
 
 def population_nlms_of_task(task: LinearRegressionTask | RegressionTaskConfig) -> PopulationNLMS:
     """``PopulationNLMS`` for a task (or a config that builds one), with ``population_online_gd_of_task``'s checks."""
-    online = population_online_gd_of_task(task)
-    return PopulationNLMS(d=online.d, n_context=online.n_context, d_y=online.d_y, weight_scale=online.weight_scale,
-                          label_noise=online.label_noise, moments=online.moments)
+    return PopulationNLMS(**population_online_gd_of_task(task).task_law())
 
 
 def population_online_gd_of_task(task: LinearRegressionTask | RegressionTaskConfig) -> PopulationOnlineGD:

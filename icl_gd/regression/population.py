@@ -26,7 +26,7 @@ This is the exact reference that the studies estimate by tuning η on sampled he
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from icl_gd.core.config import require_positive_int, require_scale
@@ -69,13 +69,10 @@ def input_moments(law: str, scale: float) -> InputMoments:
 
 
 @dataclass(frozen=True)
-class PopulationOneStepGD:
-    """One GD step from W = 0 over the task distribution: the expected query loss E L(η) as a quadratic in η, its
-    minimiser ``eta`` = η* and ``loss`` = E L(η*) (the module docstring has the formulas).
-
-    ``trace_gram`` = E tr S and ``trace_gram_squared`` = E tr S², S = (1/N) Σ_i x_i x_iᵀ (d, d) the context's
-    second-moment matrix; ``moments``: the input law's σ² and m₄ they come from.
-    """
+class TaskLaw:
+    """The task distribution a population reference is an expectation over: d inputs, N = ``n_context`` context
+    pairs, d_y outputs, W* (d_y, d) ~ N(0, ``weight_scale``² I), label noise of std ``label_noise``, inputs with
+    i.i.d. coordinates of the law ``moments`` describes."""
 
     d: int
     n_context: int
@@ -83,6 +80,22 @@ class PopulationOneStepGD:
     weight_scale: float
     label_noise: float
     moments: InputMoments
+
+    def task_law(self) -> dict:
+        """The law's fields by name (shallow: ``moments`` stays an ``InputMoments``), to build another reference
+        over the same law."""
+        return {f.name: getattr(self, f.name) for f in fields(TaskLaw)}
+
+
+@dataclass(frozen=True)
+class PopulationOneStepGD(TaskLaw):
+    """One GD step from W = 0 over the task distribution: the expected query loss E L(η) as a quadratic in η, its
+    minimiser ``eta`` = η* and ``loss`` = E L(η*) (the module docstring has the formulas).
+
+    ``trace_gram`` = E tr S and ``trace_gram_squared`` = E tr S², S = (1/N) Σ_i x_i x_iᵀ (d, d) the context's
+    second-moment matrix; ``moments``: the input law's σ² and m₄ they come from.
+    """
+
     trace_gram: float
     trace_gram_squared: float
 
