@@ -145,8 +145,8 @@ def authors_copy_metrics(model: SeparateTokenModel, tokens: torch.Tensor) -> dic
     without k+1; and with it, as their code has it), differentiating the data coordinates only: the authors add
     positions inside the model, so they are no input."""
     a = authors_copy_analysis(model.copy, tokens, model.layout.data_slot)
-    return {"copy_authors_own": a.own, "copy_authors_next": a.next, "copy_authors_other": a.other,
-            "copy_authors_other_with_next_bug": a.other_with_next}
+    return {names.copy_authors("own"): a.own, names.copy_authors("next"): a.next,
+            names.copy_authors("other"): a.other, names.copy_authors("other_with_next_bug"): a.other_with_next}
 
 
 def copy_rows(layout: Any, analysis: Any) -> list[dict[str, Any]]:

@@ -202,12 +202,17 @@ def test_separate_token_records_take_the_claims_statistics_and_their_plan_decide
     runs = [_separate_run(1, steps, rel_gap_trained_vs_gd=-0.01, loss_trained=0.198, loss_zero=0.42,
                           copy_ours={"next": 4.0, "other_per_token": 0.1, "ratio": 40.0}),
             _separate_run(0, steps, rel_gap_trained_vs_gd=0.03, rel_gap_trained_vs_gd_2steps=0.55,
-                          copy_ours={"next": 7.9, "other_per_token": 0.45, "ratio": 17.6})]
+                          copy_ours={"next": 7.9, "other_per_token": 0.45, "ratio": 17.6},
+                          copy_authors_all={"own": 3.0, "next": 0.6, "other": 0.02})]
     record_separate_tokens.main(_lines(tmp_path, runs))
     data = json.loads(values_file.read_text())
     assert data["vo-separate-one-step"]["values"] == pytest.approx([0.03, 0.01])  # |gap|, seed order
     assert data["vo-separate-not-two-steps"]["values"] == pytest.approx([0.55, 0.5])
     assert data["vo-separate-copy"]["values"] == pytest.approx([17.6, 40.0])
+    # their own measure: next / other of their analyse_copy on all their test tasks, the first 1000 as a fallback
+    assert data["vo-separate-copy-their-measure"]["values"] == pytest.approx([0.6 / 0.02, 0.5 / 0.01])
+    assert "(10 000 tasks)" in data["vo-separate-copy-their-measure"]["measured"]
+    assert "(1000 tasks)" in data["vo-separate-copy-their-measure"]["measured"]
     one = data["vo-separate-one-step"]
     assert one["seeds"] == [0, 1] and one["same_setup"] is True
     assert one["trained_loss"] == pytest.approx([0.21, 0.198]) and one["untrained_loss"] == pytest.approx(0.418)
@@ -263,7 +268,7 @@ def test_sine_records_take_the_fresh_test_set_and_need_the_plans_budget_for_both
 
 def test_every_recorder_writes_only_registered_claims_of_its_figure():
     for module, ids in ((record_separate_tokens, {"vo-separate-one-step", "vo-separate-not-two-steps",
-                                                   "vo-separate-copy"}),
+                                                   "vo-separate-copy", "vo-separate-copy-their-measure"}),
                         (record_sine, {"vo-sine", "vo-sine-alignment", "vo-sine-function"})):
         named = set(re.findall(r'"(vo-[a-z0-9-]+)"', inspect.getsource(module)))
         assert named == ids and ids <= {c.id for c in CLAIMS}, named

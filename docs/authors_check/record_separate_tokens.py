@@ -10,7 +10,10 @@ Run by hand after the driver, with icl-gd's python (no JAX needed). The statisti
   10 000 held-out tasks; the driver's ``rel_gap_trained_vs_gd``);
 - ``vo-separate-not-two-steps``: (L_trained - L_GD2) / L_GD2, two GD steps each with its own tuned η;
 - ``vo-separate-copy``: icl-gd's copy statistic of their trained first layer, next / other_per_token (per-task
-  Jacobians of the update, positions included, on the first 64 test tasks, at the context inputs' tokens).
+  Jacobians of the update, positions included, on the first 64 test tasks, at the context inputs' tokens);
+- ``vo-separate-copy-their-measure``: their own ``analyse_copy``, next / other, on all 10 000 test tasks (their
+  Training cell's ``eval_data``; the first 1000 where a run kept only those, said in the record), "other" with k+1
+  among the others as their code sums it; icl-gd's runs report the same measure (``copy_authors_*``).
 
 Each record holds the per-seed trained losses and the zero predictor's loss for the claims' failed-seed test. Their
 test tasks differ by seed (the notebook draws them from the seed's key), so the record's single ``untrained_loss``
@@ -52,6 +55,22 @@ def same_setup(runs: list[dict], plan: dict) -> tuple[bool, str]:
             if r.get(key) != plan[key]:
                 why.append(f"seed {r['seed']} has {key} {r.get(key)}, the plan {plan[key]}")
     return not why, "; ".join(why)
+
+
+def their_measure(runs: list[dict]) -> tuple[list[float], list[int], str]:
+    """Their analyse_copy's next / other per seed, on all their test tasks where the run has them (the first 1000
+    otherwise), with what was measured."""
+    def analysis(r: dict) -> tuple[dict, str]:
+        return (r["copy_authors_all"], "10 000") if r.get("copy_authors_all") else (r["copy_authors"], "1000")
+
+    parts = []
+    for r in runs:
+        a, tasks = analysis(r)
+        parts.append(f"seed {r['seed']} {a['own']:.3f} / {a['next']:.3f} / {a['other']:.4f} ({tasks} tasks)")
+    return ([analysis(r)[0]["next"] / analysis(r)[0]["other"] for r in runs], [r["seed"] for r in runs],
+            "their analyse_copy of their trained first layer (norms of the task-mean gradient of token k's summed "
+            "output to each token's data coordinates, averaged over k; 'other' counting k+1, as their code sums it), "
+            "next / other; own / next / other: " + "; ".join(parts))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
               "first 1000 tasks: " + "; ".join(
                   f"seed {r['seed']} {r['copy_authors']['own']:.3f} / {r['copy_authors']['next']:.3f} / "
                   f"{r['copy_authors']['other']:.3f}" for r in runs)),
+        "vo-separate-copy-their-measure": their_measure(runs),
     }
     write(records, common, args.values, extra={claim_id: failed for claim_id in records})
     if not same:

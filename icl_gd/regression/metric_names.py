@@ -94,6 +94,15 @@ def copy(column: str) -> MetricName:
 _COPY_WORDS = {"next": "token k+1", "other_per_token": "another token (mean)", "own": "the token itself"}
 
 
+def copy_authors(column: str) -> MetricName:
+    """The authors' copy analysis (their ``analyse_copy``: the norm of the task-mean gradient of token k's summed
+    output) to token ``column``: ``own``, ``next``, ``other`` (the others without k+1) or ``other_with_next_bug``
+    (the others with k+1, as their code sums them): ``copy_authors_<column>``."""
+    words = {"own": "the token itself", "next": "token k+1", "other": "the other tokens",
+             "other_with_next_bug": "the other tokens, k+1 counted (as their code)"}
+    return MetricName(f"copy_authors_{column}", f"their analyse_copy: gradient norm to {words.get(column, column)}")
+
+
 def step_at(name: str, index: int) -> MetricName:
     """Item ``index`` of a per-step list metric: ``<name>[<index>]`` (a claim's reading, not a written key)."""
     return MetricName(f"{name}[{index}]", f"{symbol_of(name)} [step {index}]")
