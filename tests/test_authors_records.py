@@ -272,3 +272,15 @@ def test_every_recorder_writes_only_registered_claims_of_its_figure():
                         (record_sine, {"vo-sine", "vo-sine-alignment", "vo-sine-function"})):
         named = set(re.findall(r'"(vo-[a-z0-9-]+)"', inspect.getsource(module)))
         assert named == ids and ids <= {c.id for c in CLAIMS}, named
+
+
+def test_table_prints_each_seed_and_writes_nothing(tmp_path, values_file, capsys):
+    # catches --table writing records (it is for the README) or a row per file instead of per seed in seed order
+    runs = [_separate_run(1, 10_000, loss_trained=0.41, loss_zero=0.416), _separate_run(0, 10_000)]
+    record_separate_tokens.main(_lines(tmp_path, runs) + ["--table"])
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert [row.split("|")[1].strip() for row in rows[2:]] == ["0", "1"]
+    assert "(plateau)" in rows[3] and "(plateau)" not in rows[2]  # 0.41 is not 10% below the zero predictor's
+    record_sine.main(_lines(tmp_path, [_sine_run(0, 100, 100, -0.36)]) + ["--table"])
+    assert "| 0 | 100 + 100 |" in capsys.readouterr().out
+    assert json.loads(values_file.read_text()) == {"_about": "test"}

@@ -73,15 +73,36 @@ def their_measure(runs: list[dict]) -> tuple[list[float], list[int], str]:
             "next / other; own / next / other: " + "; ".join(parts))
 
 
+def table(runs: list[dict]) -> str:
+    """The runs as the README's markdown table, one row a seed (the values the records hold, and the wall time)."""
+    rows = ["| seed | steps | trained | 1 GD step (η) | gap | 2 GD steps | gap | zero | icl-gd's copy next / other "
+            "(ratio) | their analyse_copy own / next / other, 10 000 tasks (next/other) | wall |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        ours, theirs = r["copy_ours"], r.get("copy_authors_all") or r["copy_authors"]
+        stuck = " (plateau)" if r["loss_trained"] >= 0.9 * r["loss_zero"] else ""
+        rows.append(f"| {r['seed']} | {r['steps']} | {r['loss_trained']:.5f}{stuck} | {r['loss_gd']:.5f} "
+                    f"({r['eta_gd']:.3f}) | {r['rel_gap_trained_vs_gd']:+.2%} | {r['loss_gd_2steps']:.5f} | "
+                    f"{r['rel_gap_trained_vs_gd_2steps']:+.1%} | {r['loss_zero']:.5f} | {ours['next']:.4f} / "
+                    f"{ours['other_per_token']:.4f} ({ours['ratio']:.1f}) | {theirs['own']:.3f} / {theirs['next']:.3f} "
+                    f"/ {theirs['other']:.4f} ({theirs['next'] / theirs['other']:.1f}) | "
+                    f"{r['provenance']['wall_s']} s |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="separate_tokens.py --out files, one per seed")
     ap.add_argument("--values", default=None, help="the authors_values.json to write (default: the repository's, "
                     "_record.VALUES)")
+    ap.add_argument("--table", action="store_true", help="print the runs as the README's markdown table; write nothing")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     if not all(r.get("driver") == "separate_tokens" for r in runs):
         raise SystemExit("give the JSON files of docs/authors_check/separate_tokens.py --out")
+    if args.table:
+        print(table(runs))
+        return
     if len({r["seed"] for r in runs}) != len(runs):
         raise SystemExit("one file per seed")
     eras = {r["legacy_prng"] for r in runs}

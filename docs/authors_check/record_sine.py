@@ -36,15 +36,35 @@ def plan_steps() -> int:
     return int(overrides.get("steps", paper_config().training.steps))
 
 
+def table(runs: list[dict]) -> str:
+    """The runs as the README's markdown table, one row a seed (10 000 fresh test tasks; the notebook's 2048 in
+    brackets) and the wall time."""
+    rows = ["| seed | steps (model + baseline) | trained | baseline (meta) | gap | cos ∂ŷ/∂x_q | prediction difference "
+            "| function rel. RMS | wall |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        f, n = r["final"]["fresh_test_set"], r["final"]["notebook_test_set"]
+        rows.append(f"| {r['seed']} | {r['steps']} + {r['baseline_steps']} | {f['loss_trained']:.6f} "
+                    f"({n['loss_trained']:.6f}) | {f['loss_meta']:.6f} ({n['loss_meta']:.6f}) | "
+                    f"{f['rel_gap_trained_vs_meta']:+.1%} ({n['rel_gap_trained_vs_meta']:+.1%}) | "
+                    f"{f['cos_sensitivity']:.4f} ({n['cos_sensitivity']:.4f}) | {f['pred_diff']:.5f} "
+                    f"({n['pred_diff']:.5f}) | {f['function_rel_rms']:.4f} ({n['function_rel_rms']:.4f}) | "
+                    f"{r['provenance']['wall_s']} s |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="sine.py --out files, one per seed")
     ap.add_argument("--values", default=None, help="the authors_values.json to write (default: the repository's, "
                     "_record.VALUES)")
+    ap.add_argument("--table", action="store_true", help="print the runs as the README's markdown table; write nothing")
     args = ap.parse_args(argv)
     runs = load_runs(args.runs)
     if not all(r.get("driver") == "sine" for r in runs):
         raise SystemExit("give the JSON files of docs/authors_check/sine.py --out")
+    if args.table:
+        print(table(runs))
+        return
     if len({r["seed"] for r in runs}) != len(runs):
         raise SystemExit("one file per seed")
     eras = {r["legacy_prng"] for r in runs}
