@@ -24,6 +24,7 @@ import record_separate  # noqa: E402
 import record_separate_tokens  # noqa: E402
 import record_sine  # noqa: E402
 import record_variants  # noqa: E402
+import draw_sine_functions  # noqa: E402
 
 PROV = {"versions": "jax 0.10.2", "python": "3.11.7", "device": "cpu", "date": "2026-12-02", "wall_s": 60}
 
@@ -284,3 +285,18 @@ def test_table_prints_each_seed_and_writes_nothing(tmp_path, values_file, capsys
     record_sine.main(_lines(tmp_path, [_sine_run(0, 100, 100, -0.36)]) + ["--table"])
     assert "| 0 | 100 + 100 |" in capsys.readouterr().out
     assert json.loads(values_file.read_text()) == {"_about": "test"}
+
+
+def test_sine_functions_are_drawn_from_a_finished_run_only(tmp_path):
+    # catches drawing a run cut short (no functions yet) or a separate-token file as Fig. 4
+    grid = [i / 10 for i in range(-50, 50)]
+    run = dict(_sine_run(0, 100, 100, -0.36), functions={
+        "phase": 0.3, "amplitude": 1.2, "context_x": [0.1 * i for i in range(10)], "context_y": [0.0] * 10,
+        "query_x": grid, "query_y": [0.0] * 100, "meta": [0.1] * 100, "meta_init": [0.0] * 100,
+        "trained": [0.2] * 100, "trained_init": [0.0] * 100, "truth_x": grid, "truth_y": [0.5] * 100})
+    (path,) = _lines(tmp_path, [run])
+    draw_sine_functions.main([path, "--out", str(tmp_path / "f.png")])
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (cut,) = _lines(tmp_path, [_sine_run(0, 100, 100, -0.36)])
+    with pytest.raises(SystemExit, match="no 'functions'"):
+        draw_sine_functions.main([cut, "--out", str(tmp_path / "g.png")])
