@@ -304,8 +304,10 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     prov = {"steps": 10000, "setup": "their notebook", "driver": "docs/authors_check/x.py", "measured": "by hand",
             "repository": "google-research/self-organising-systems", "commit": "3d5547c", "date": "2026-12-01",
             "versions": "jax 0.10.2"}
+    shorter = AuthorsValue("vo-separate-one-step", (0.0254, 0.0455, 0.0369), False, {"seeds": [0, 1, 2], **prov})
     recorded = {"vo-separate-one-step": AuthorsValue("vo-separate-one-step", (0.0368, 0.9373), True,
-                                                     {"seeds": [0, 1], **prov}, ((0.2172,), (0.402,)), 0.416),
+                                                     {"seeds": [0, 1], **prov, "steps": 40000}, ((0.2172,), (0.402,)),
+                                                     0.416, (shorter,)),
                 "vo-sine": AuthorsValue("vo-sine", (0.3578,), False, {"seeds": [0], **prov})}
     monkeypatch.setattr(report_module, "authors_values", lambda: recorded)
     claim = next(c for c in CLAIMS if c.id == "vo-single-loss")
@@ -338,7 +340,11 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     # their seed 1 never trained (final loss 0.402, the untrained model's 0.416): flagged and left out of their
     # verdict and of the comparison
     assert ("0.0368, 0.937 (seeds 0, 1): theirs inconclusive (one seed gives no interval; seed 1 left out: training "
-            "failed); agrees (ours 3 seeds, theirs 1") in md and "0.358 (seed 0): not run" in md
+            "failed); agrees (ours 3 seeds, theirs 1") in md
+    assert "0.358 (seed 0) at 10000 steps: not run (their recorded run differs from this claim's set-up)" in md
+    # their run at another length is shown with its verdict under the claim's rule, and not compared
+    assert ("Their code at 10000 steps: 0.0254, 0.0455, 0.0369 (seeds 0, 1, 2), theirs inconclusive (" in md
+            and "(another set-up: not compared)" in md)
     # each paper's headline: its claims, the authors' code's verdicts beside ours, and who fails where
     # and by form: all three are 'matches or aligns' sentences; the inconclusive one has more seeds planned
     assert ("**3 claims judged: 1 hold, 1 fail, 1 inconclusive (0 unsettled at their maximum of seeds, 1 with more "
@@ -375,7 +381,9 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     flip = data["claims"][0]["flip_point"]
     assert flip["holds_beyond"] == data["claims"][0]["interval"]["high"] < 0.02
     assert flip["fails_beyond"] == data["claims"][0]["interval"]["low"]
-    assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 10000
+    assert theirs["value"]["versions"].startswith("jax 0.10.2") and theirs["value"]["steps"] == 40000
+    assert theirs["value"]["other_setups"][0]["steps"] == 10000  # claims.json keeps their run at the other length
+    assert theirs["value"]["other_setups"][0]["values"] == [0.0254, 0.0455, 0.0369]
     assert render_markdown(results, header, PageLinks(tmp_path)) == md and render_html(results, header, PageLinks(tmp_path)) == page
 
 

@@ -328,7 +328,9 @@ def authors_text(result: ClaimResult) -> str:
     if theirs is None or not theirs.values:
         return compared_.agreement.value + others
     if compared_.verdict is None:
-        return f"{their_values(theirs)}: {compared_.agreement.value}{others}"
+        at = "" if theirs.same_setup else f" at {theirs.provenance.get('steps', '?')} steps"
+        return (f"{their_values(theirs)}{at}: {compared_.agreement.value}"
+                + (f" ({compared_.note})" if compared_.note else "") + others)
     verdict = compared_.verdict.value + (f" ({compared_.verdict_note})" if compared_.verdict_note else "")
     return (f"{their_values(theirs)}: theirs {verdict}; {compared_.agreement.value}"
             + (f" ({compared_.note})" if compared_.note else "") + others)
