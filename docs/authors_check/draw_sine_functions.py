@@ -26,7 +26,7 @@ def draw(run: dict) -> "plt.Figure":
     ax.scatter(f["context_x"], f["context_y"], color="black", s=18, zorder=3, label="context")
     for key, colour, label in (("meta", "tab:blue", "baseline (GD on learned features)"),
                                ("trained", "tab:orange", "trained model")):
-        ax.plot(xs, [f[key][i] for i in order], color=colour, label=f"{label}, after the layer")
+        ax.plot(xs, [f[key][i] for i in order], color=colour, ls="-", label=f"{label}, after the layer")
         ax.plot(xs, [f[f"{key}_init"][i] for i in order], color=colour, ls="--", lw=0.8, label=f"{label}, before")
     ax.set(xlabel="x", ylabel="y", title=f"their code, seed {run['seed']}: {run['steps']} + {run['baseline_steps']} "
            f"steps (amplitude {f['amplitude']:.2f}, phase {f['phase']:.2f})")
