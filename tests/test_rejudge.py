@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from icl_gd.cli import app
 from icl_gd.claims.authors import AuthorsValue
-from icl_gd.claims.verdict import ClaimResult, Spread, decide, judge_values
+from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, decide, judge_values
 from icl_gd.claims.plan import select_claims
 from icl_gd.claims.report import README_END, README_START, ReportHeader, write_report
 
@@ -190,3 +190,22 @@ def test_a_condition_two_sentences_share_counts_once_beside_the_authors_code(mon
     summary = paper_summary(results, claims[0].paper)
     assert summary["fails_only_in_icl_gd"] == [shared]
     assert summary["authors_code_run"] == 1
+
+
+def test_a_failure_where_the_other_code_is_unsettled_is_not_counted_as_a_disagreement(monkeypatch):
+    """One seed of theirs gives their verdict no interval (inconclusive): a claim that fails in icl-gd is then listed
+    as 'fail in icl-gd, theirs inconclusive', not 'fail only in icl-gd' (which says their code holds)."""
+    from icl_gd.claims.summary import paper_headline, paper_summary
+
+    claims = select_claims(["vo-sine", "vo-sine-alignment"])
+    results = []
+    for claim, v in zip(claims, [(0.40, 0.41, 0.39), (0.90, 0.91, 0.92)]):  # both fail in ours
+        verdict, note = judge_values(claim, v, planned=True)
+        results.append(ClaimResult(claim, verdict, Spread(v, log=claim.log_scale), note))
+    assert all(r.verdict is Verdict.FAILS for r in results)
+    # theirs: vo-sine one seed (no interval: inconclusive), vo-sine-alignment three seeds well above the bar (holds)
+    _records(monkeypatch, {"vo-sine": (0.217,), "vo-sine-alignment": (0.99, 0.995, 0.992)})
+    summary = paper_summary(results, claims[0].paper)
+    assert summary["fails_in_icl_gd_theirs_inconclusive"] == ["vo-sine"]
+    assert summary["fails_only_in_icl_gd"] == ["vo-sine-alignment"]
+    assert "fail in icl-gd, theirs inconclusive: vo-sine" in paper_headline(results, claims[0].paper)

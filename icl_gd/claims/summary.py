@@ -221,7 +221,8 @@ SECTION_INTRO = {
 
 def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
     """One paper's headline: its claims (each sentence once) by verdict; of those with the authors' code run at the
-    claim's set-up, how many reach the same verdict in both; which fail in both, only in icl-gd, only in theirs."""
+    claim's set-up, how many reach the same verdict in both; which fail in both, only in icl-gd, only in theirs (the
+    other code holding), and which fail in one code where the other is inconclusive."""
     members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
     counted = sentences(results, members)
     # a condition two sentences share (e.g. the five-layer GD++ loss, part of two sentences) is one run of theirs
@@ -229,6 +230,9 @@ def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
     run = [(r, comparison(r)[1]) for r in conditions if compared(comparison(r)[0]) and r.at_full_setup]
     ours_fail = {r.claim.id for r, _ in run if r.verdict is Verdict.FAILS}
     theirs_fail = {r.claim.id for r, c in run if c.verdict is Verdict.FAILS}
+    # a verdict one code has not settled (e.g. one seed of theirs: no interval) is not a disagreement
+    ours_open = {r.claim.id for r, _ in run if r.verdict is Verdict.INCONCLUSIVE}
+    theirs_open = {r.claim.id for r, c in run if c.verdict is Verdict.INCONCLUSIVE}
     order = [r.claim.id for r, _ in run]
     inconclusive = [s for s in counted if s.verdict is Verdict.INCONCLUSIVE]
     return {"claims": len(counted), **_counts(counted),
@@ -237,8 +241,10 @@ def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
             "by_form": by_form(counted), "authors_code_run": len(run),
             "same_verdict": sum(r.verdict is c.verdict for r, c in run),
             "fails_in_both": [i for i in order if i in ours_fail & theirs_fail],
-            "fails_only_in_icl_gd": [i for i in order if i in ours_fail - theirs_fail],
-            "fails_only_in_theirs": [i for i in order if i in theirs_fail - ours_fail]}
+            "fails_only_in_icl_gd": [i for i in order if i in ours_fail - theirs_fail - theirs_open],
+            "fails_only_in_theirs": [i for i in order if i in theirs_fail - ours_fail - ours_open],
+            "fails_in_icl_gd_theirs_inconclusive": [i for i in order if i in ours_fail & theirs_open],
+            "fails_in_theirs_icl_gd_inconclusive": [i for i in order if i in theirs_fail & ours_open]}
 
 
 def paper_headline(results: Sequence[ClaimResult], paper: str) -> str:
@@ -254,6 +260,9 @@ def paper_headline(results: Sequence[ClaimResult], paper: str) -> str:
         lists = [("fail in both codes", s["fails_in_both"]), ("fail only in icl-gd", s["fails_only_in_icl_gd"]),
                  ("fail only in theirs", s["fails_only_in_theirs"])]
         text += "".join(f"; {name}: {', '.join(ids) if ids else 'none'}" for name, ids in lists)
+        open_lists = [("fail in icl-gd, theirs inconclusive", s["fails_in_icl_gd_theirs_inconclusive"]),
+                      ("fail in theirs, icl-gd inconclusive", s["fails_in_theirs_icl_gd_inconclusive"])]
+        text += "".join(f"; {name}: {', '.join(ids)}" for name, ids in open_lists if ids)
     return text
 
 
