@@ -102,17 +102,19 @@ def their_failed_seeds(claim: Claim, theirs: AuthorsValue) -> tuple[tuple[int, s
                  if (reason := claim.training.failed(losses, theirs.untrained_loss)))
 
 
+def their_verdict(claim: Claim, theirs: AuthorsValue) -> tuple[Verdict, str, tuple[tuple[int, str], ...]]:
+    """Their verdict under the claim's rule, its note (their failed seeds named by their labels) and those seeds."""
+    failed = their_failed_seeds(claim, theirs)
+    verdict, note = judge_values(claim, theirs.values, failed)
+    if failed:
+        note = note.replace(seed_list([i for i, _ in failed]), seed_list([theirs.seed_label(i) for i, _ in failed]))
+    return verdict, note, failed
+
+
 def judged_at_other_setups(claim: Claim, theirs: AuthorsValue | None) -> tuple[tuple[AuthorsValue, Verdict, str], ...]:
-    """Each run of their code recorded at another set-up than the claim's, with its verdict under the claim's rule
-    (its failed seeds left out, named by their labels); shown beside the claim, never compared with ours."""
-    out = []
-    for other in theirs.other_setups if theirs is not None else ():
-        failed = their_failed_seeds(claim, other)
-        verdict, note = judge_values(claim, other.values, failed)
-        if failed:
-            note = note.replace(seed_list([i for i, _ in failed]), seed_list([other.seed_label(i) for i, _ in failed]))
-        out.append((other, verdict, note))
-    return tuple(out)
+    """Each run of their code recorded at another set-up than the claim's, with its verdict under the claim's rule;
+    shown beside the claim, never compared with ours."""
+    return tuple((other, *their_verdict(claim, other)[:2]) for other in (theirs.other_setups if theirs else ()))
 
 
 def compared(theirs: AuthorsValue | None) -> bool:
@@ -160,11 +162,7 @@ def agreement(claim: Claim, ours: Spread | None, theirs: AuthorsValue | None,
                           if theirs is None else "their value is not this claim's statistic")
     if not theirs.same_setup:
         return Comparison(Agreement.NOT_RUN, "their recorded run differs from this claim's set-up")
-    failed = their_failed_seeds(claim, theirs)
-    verdict, verdict_note = judge_values(claim, theirs.values, failed)
-    if failed:  # their seeds by their own labels
-        verdict_note = verdict_note.replace(seed_list([i for i, _ in failed]),
-                                            seed_list([theirs.seed_label(i) for i, _ in failed]))
+    verdict, verdict_note, failed = their_verdict(claim, theirs)
     judged = dict(verdict=verdict, verdict_note=verdict_note, failed_seeds=failed)
     if ours is None or not ours.values:
         return Comparison(Agreement.CANNOT_TELL, "no value of ours", **judged)
