@@ -63,11 +63,10 @@ def their_measure(runs: list[dict]) -> tuple[list[float], list[int], str]:
     def analysis(r: dict) -> tuple[dict, str]:
         return (r["copy_authors_all"], "10 000") if r.get("copy_authors_all") else (r["copy_authors"], "1000")
 
-    parts = []
-    for r in runs:
-        a, tasks = analysis(r)
-        parts.append(f"seed {r['seed']} {a['own']:.3f} / {a['next']:.3f} / {a['other']:.4f} ({tasks} tasks)")
-    return ([analysis(r)[0]["next"] / analysis(r)[0]["other"] for r in runs], [r["seed"] for r in runs],
+    analysed = [(r["seed"], *analysis(r)) for r in runs]
+    parts = [f"seed {seed} {a['own']:.3f} / {a['next']:.3f} / {a['other']:.4f} ({tasks} tasks)"
+             for seed, a, tasks in analysed]
+    return ([a["next"] / a["other"] for _, a, _ in analysed], [seed for seed, _, _ in analysed],
             "their analyse_copy of their trained first layer (norms of the task-mean gradient of token k's summed "
             "output to each token's data coordinates, averaged over k; 'other' counting k+1, as their code sums it), "
             "next / other; own / next / other: " + "; ".join(parts))
