@@ -371,7 +371,7 @@ def reproduce(
 
 
 # Any in-context learner against GD and second-order methods (docs/compare.md).
-from icl_gd.regression.compare_cli import compare  # noqa: E402  (typer only: the comparison loads when it runs)
+from icl_gd.regression.compare.cli import compare  # noqa: E402  (typer only: the comparison loads when it runs)
 
 app.command("compare")(compare)
 

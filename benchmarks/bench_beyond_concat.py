@@ -25,11 +25,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from icl_gd.regression.feature_models import MetaLearnedReadout, feature_lsa_model  # noqa: E402
+from icl_gd.regression.sine.features import MetaLearnedReadout, feature_lsa_model  # noqa: E402
 from icl_gd.regression.lsa import LSAModel  # noqa: E402
 from icl_gd.regression.metrics import query_loss  # noqa: E402
-from icl_gd.regression.separate_model import SeparateTokenModel, copy_analysis  # noqa: E402
-from icl_gd.regression.sine import SineTokenTask  # noqa: E402
+from icl_gd.regression.separate.model import SeparateTokenModel, copy_analysis  # noqa: E402
+from icl_gd.regression.sine.tasks import SineTokenTask  # noqa: E402
 from icl_gd.regression.tasks import Stream  # noqa: E402
 from icl_gd.regression.tokens import ConcatTokenTask  # noqa: E402
 from icl_gd.studies.separate_tokens import SeparateTokensConfig  # noqa: E402

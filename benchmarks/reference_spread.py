@@ -16,7 +16,7 @@ spread), (max - min) / mean, and the relative spread as a fraction of the 'match
 gap, ``icl_gd.claims.registry.rules``). A reference supports a 'matches' verdict only if its own spread is well
 under that tolerance; the bar here is a tenth of it. Where a spread is over the bar, the n_tune that would bring it
 under is extrapolated as n_tune · (spread / bar)², assuming spread ∝ 1/√n_tune (the slope between the sizes measured
-is written beside it). For one GD step the exact population optimum (``icl_gd.regression.population``) is the
+is written beside it). For one GD step the exact population optimum (``icl_gd.regression.population.one_step``) is the
 ground truth: each tuned η's exact expected loss E L(η) and the mean test loss are compared with E L(η*).
 
 The task, the seed (``test_seed``), n_tune and the depth K are the multi-layer study's defaults (``--set`` overrides
@@ -50,7 +50,7 @@ from icl_gd.core.results import write_json  # noqa: E402
 from icl_gd.core.study import resolve_study_config  # noqa: E402
 from icl_gd.regression.config import RegressionTaskConfig  # noqa: E402
 from icl_gd.regression.gd import GDPPParams, gdpp_loss  # noqa: E402
-from icl_gd.regression.population import PopulationOneStepGD, population_one_step_gd_of_task  # noqa: E402
+from icl_gd.regression.population.one_step import PopulationOneStepGD, population_one_step_gd_of_task  # noqa: E402
 from icl_gd.regression.tasks import Stream  # noqa: E402
 from icl_gd.regression.tuning import tune_gd, tune_gdpp  # noqa: E402
 from icl_gd.studies import REGISTRY  # noqa: E402

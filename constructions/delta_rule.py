@@ -1,6 +1,6 @@
-"""The delta rule is online GD: exact constructions of fast-weight layers (``icl_gd.regression.delta_rule``) that
+"""The delta rule is online GD: exact constructions of fast-weight layers (``icl_gd.regression.online.delta_rule``) that
 learn the in-context regression task token by token, each checked in float64 against the algorithm it runs
-(``icl_gd.regression.online``). The papers state the online-learning reading; the constructions and checks are
+(``icl_gd.regression.online.algorithms``). The papers state the online-learning reading; the constructions and checks are
 ours.
 
 With the keys and the query reading a token's x part, the values its y part and the writing strength the step size,
@@ -29,8 +29,8 @@ from collections.abc import Iterator
 import torch
 
 from icl_gd.core.config import require_positive_int
-from icl_gd.regression.delta_rule import DeltaRuleLayer, DeltaRuleWeights, delta_rule_dual
-from icl_gd.regression.online import (normalised_lms_weights_per_token, online_gd_weights_per_token,
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer, DeltaRuleWeights, delta_rule_dual
+from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_token, online_gd_weights_per_token,
                                       predictions_per_token)
 from icl_gd.regression.tasks import RegressionBatch
 from icl_gd.regression.tokens import ConcatLayout

@@ -1,6 +1,6 @@
 """The mesa layer is ridge regression at every token: an exact construction of the mesa layer
-(``icl_gd.regression.mesa``, von Oswald et al. 2023) on the in-context regression task, checked in float64 against
-ridge regression solved directly on every prefix of the context (``icl_gd.regression.online``).
+(``icl_gd.regression.online.mesa``, von Oswald et al. 2023) on the in-context regression task, checked in float64 against
+ridge regression solved directly on every prefix of the context (``icl_gd.regression.online.algorithms``).
 
 With the keys and the query reading a token's x part and the values its y part,
 
@@ -17,8 +17,8 @@ import torch
 
 from icl_gd.core.config import require_positive_int
 from icl_gd.regression.baselines import RidgePredictor
-from icl_gd.regression.mesa import MesaLayer, MesaWeights
-from icl_gd.regression.online import predictions_per_token, ridge_weights_per_prefix
+from icl_gd.regression.online.mesa import MesaLayer, MesaWeights
+from icl_gd.regression.online.algorithms import predictions_per_token, ridge_weights_per_prefix
 from icl_gd.regression.tokens import ConcatLayout
 
 from icl_gd.constructions.delta_rule import cases, compare_each, log_uniform

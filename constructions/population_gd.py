@@ -1,4 +1,4 @@
-"""The population-optimal one-step GD reference (``icl_gd.regression.population``) against Monte Carlo on the
+"""The population-optimal one-step GD reference (``icl_gd.regression.population.one_step``) against Monte Carlo on the
 project's own task sampler.
 
 This check is statistical, not an exact identity: η* and E L(η*) in closed form against the sample minimiser
@@ -20,7 +20,7 @@ from icl_gd.constructions.verify import CheckResult, IdentityCheck, compare, mer
 from icl_gd.regression.config import RegressionTaskConfig
 from icl_gd.regression.gd import gd_predict, optimal_one_step_eta
 from icl_gd.regression.metrics import query_loss
-from icl_gd.regression.population import population_one_step_gd_of_task
+from icl_gd.regression.population.one_step import population_one_step_gd_of_task
 from icl_gd.regression.tasks import NormalInputs, Stream
 
 

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.feature_models import (EmbeddedTokenLSAModel, FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout,
+from icl_gd.regression.sine.features import (EmbeddedTokenLSAModel, FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout,
                                    MLPFeatureMap, embedded_token_lsa_model)
 from icl_gd.regression.gd import gd_predict, optimal_one_step_eta
 from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights

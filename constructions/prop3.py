@@ -1,7 +1,7 @@
 """Proposition 3 (von Oswald et al. 2023): on separate x and y tokens, a softmax layer that copies each y_i into
 its x token's y slot, then the Prop. 1 layer, is one GD step.
 
-Copy layer (one head, key size max(2F, d_y)), on tokens [x | y | p_t] (``icl_gd.regression.separate_tokens``):
+Copy layer (one head, key size max(2F, d_y)), on tokens [x | y | p_t] (``icl_gd.regression.separate.tokens``):
     W_Q e_t = β R p_t = β p_{t+1},   W_K e_s = p_s,   W_V e_s = y-slot of e_s,   P writes into the y slot.
 Token t attends to s with weight softmax_s(β p_{t+1}·p_s): as β -> ∞ all of it lands on s = t+1 (cyclically),
 so x_i's y slot receives y_i, the query's receives x_1's empty slot (0), and y tokens receive the empty slot of
@@ -22,8 +22,8 @@ import torch
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predict
 from icl_gd.regression.lsa import LSAWeights
-from icl_gd.regression.separate_model import SeparateModelConfig, SeparateTokenModel
-from icl_gd.regression.separate_tokens import AuthorsSeparateLayout, SeparateLayout, SinusoidalPositions, StandardPositions
+from icl_gd.regression.separate.model import SeparateModelConfig, SeparateTokenModel
+from icl_gd.regression.separate.tokens import AuthorsSeparateLayout, SeparateLayout, SinusoidalPositions, StandardPositions
 from icl_gd.regression.tasks import LinearRegressionTask, Stream, UniformInputs
 
 from icl_gd.constructions.prop1 import gd_step_weights

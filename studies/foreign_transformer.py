@@ -2,9 +2,9 @@
 Oswald et al.'s construction do gradient descent?
 
 Trains a small causal softmax transformer on Garg et al.'s (2022) interleaved x / y tokens with their objective (the
-squared error at every prefix: ``icl_gd.regression.gpt``) and their curriculum (``icl_gd.regression.curriculum``:
+squared error at every prefix: ``icl_gd.regression.compare.gpt``) and their curriculum (``icl_gd.regression.compare.curriculum``:
 dimensions and context points grown in stages), on in-context linear regression with Gaussian inputs (theirs), at a
-learning rate warmed up linearly to its peak, then asks of it what icl-gd asks of its own models (``icl_gd.regression.compare``):
+learning rate warmed up linearly to its peak, then asks of it what icl-gd asks of its own models (``icl_gd.regression.compare.comparison``):
 loss, prediction difference and sensitivity cosine against tuned GD for 1..K steps, GD++, preconditioned GD,
 Iterative Newton, least squares and ridge, and per layer (linear probes on the query's state) the best-matching
 step count of each algorithm. Writes ``comparison.csv`` (the tidy table, one block per seed), ``curves.csv``,
@@ -22,9 +22,9 @@ from icl_gd.core.config import check_settings, positive_int
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.baselines import LeastSquaresPredictor
-from icl_gd.regression.compare import CompareConfig, compare, comparison_figure, tuned_references
-from icl_gd.regression.curriculum import CurriculumConfig, CurriculumTokenTask
-from icl_gd.regression.gpt import EveryPrefix, GPTConfig, GPTRegressor
+from icl_gd.regression.compare.comparison import CompareConfig, compare, comparison_figure, tuned_references
+from icl_gd.regression.compare.curriculum import CurriculumConfig, CurriculumTokenTask
+from icl_gd.regression.compare.gpt import EveryPrefix, GPTConfig, GPTRegressor
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
                                      regression_work)
 from icl_gd.regression.study_spec import regression_study

@@ -33,12 +33,13 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
-from icl_gd.regression.depth import DepthSweep, reference_depth_rows, trained_depth_rows
+from icl_gd.regression.rollout.depth import DepthSweep, reference_depth_rows, trained_depth_rows
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import authors_gdpp_adam_steps, tune_gd, tune_gdpp, tune_gdpp_adam
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.progress import phased
-from icl_gd.regression.figures import alignment_curves_figure, depth_figure, loss_curves_figure, ood_figure
+from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure, ood_figure
+from icl_gd.regression.rollout.figures import depth_figure
 from icl_gd.core.results import write_json
 from icl_gd.core.study import RunContext
 from icl_gd.regression.study import EvaluationConfig, RegressionConfig, RegressionRun, concat_work, parts, relative_gap

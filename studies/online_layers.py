@@ -1,12 +1,12 @@
 """Study `online-layers` (beyond the papers): fast-weight layers that learn while they read, trained on in-context
 linear regression, against the online and batch learners they could be running (docs/online-layers.md).
 
-Trains four single layers with learned projections (``icl_gd.regression.learned_online``) on Gaussian tasks with
+Trains four single layers with learned projections (``icl_gd.regression.online.learned``) on Gaussian tasks with
 label noise, on the query's loss: the delta rule with a learned step size, its pair-normalised form (normalised
 LMS's write), its gated form (a learned decay) and the mesa layer with a learned regulariser. Each is compared with
 references tuned on held-out tasks (online GD, normalised LMS, ridge, one batch GD step, least squares): loss,
 prediction difference, cosine of ∂ŷ/∂x_q, the loss along the line to its construction, the loss after every prefix
-(with online GD's and one GD step's population losses) and the order sensitivity (``icl_gd.regression.order``).
+(with online GD's and one GD step's population losses) and the order sensitivity (``icl_gd.regression.online.order``).
 Writes ``comparison.csv``, ``per_position.csv``, ``order.csv``, ``interpolation.csv``, ``curves.csv``,
 ``metrics.json`` and four figures.
 """
@@ -26,19 +26,19 @@ from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, RidgePredictor
-from icl_gd.regression.compare import tune_ridge
-from icl_gd.regression.delta_rule import DeltaRuleLayer
+from icl_gd.regression.compare.comparison import tune_ridge
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer
 from icl_gd.regression.evaluation import Scored, alignment_metrics
 from icl_gd.regression.gd import optimal_one_step_eta
-from icl_gd.regression.learned_online import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
-from icl_gd.regression.mesa import MesaLayer
+from icl_gd.regression.online.learned import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
+from icl_gd.regression.online.mesa import MesaLayer
 from icl_gd.regression.metrics import regression_loss
-from icl_gd.regression.online_interpolation import interpolate_delta_rule, interpolate_mesa
-from icl_gd.regression.online_population import population_nlms_of_task, population_online_gd_of_task
-from icl_gd.regression.online_references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
+from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
+from icl_gd.regression.population.online import population_nlms_of_task, population_online_gd_of_task
+from icl_gd.regression.online.references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
                                                  tune_normalised_lms, tune_online_gd)
-from icl_gd.regression.order import order_sensitivity
-from icl_gd.regression.population import population_one_step_gd_of_task
+from icl_gd.regression.online.order import order_sensitivity
+from icl_gd.regression.population.one_step import population_one_step_gd_of_task
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
                                      regression_work, relative_gap)
 from icl_gd.regression.study_spec import regression_study

@@ -31,9 +31,9 @@ from icl_gd.regression.evaluation import alignment_metrics
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.core.plotting import plt, sns
 from icl_gd.regression.figures import heads_figure, loss_curves_figure
-from icl_gd.regression.separate_model import (SeparateModelConfig, SeparateTokenModel, authors_copy_analysis,
+from icl_gd.regression.separate.model import (SeparateModelConfig, SeparateTokenModel, authors_copy_analysis,
                                               copy_analysis)
-from icl_gd.regression.separate_tokens import (AuthorsSeparateTokenTask, SeparateLayout, SeparateTokenTask,
+from icl_gd.regression.separate.tokens import (AuthorsSeparateTokenTask, SeparateLayout, SeparateTokenTask,
                                                SinusoidalPositions, StandardPositions)
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression.study import (

@@ -28,11 +28,11 @@ from icl_gd.core.config import require_positive, require_positive_ints, setting
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import alignment_metrics, relative_prediction_rms
-from icl_gd.regression.feature_models import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
+from icl_gd.regression.sine.features import (FeatureLSAModel, FeatureMapConfig, MetaLearnedReadout, embedded_token_lsa_model,
                                    feature_lsa_model)
 from icl_gd.core.plotting import legend_outside, plt
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure
-from icl_gd.regression.sine import SineTaskConfig, SineTokenTask
+from icl_gd.regression.sine.tasks import SineTaskConfig, SineTokenTask
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression.study import (
     EvaluationConfig, QuickRegressionConfig, RegressionRun, TrainingConfig, parts, regression_work, relative_gap,

@@ -25,17 +25,17 @@ from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError, ICLGDNotice
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
+from icl_gd.regression.rollout.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
                                      trained_depth_rows, unstable_task_rows)
 from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
-from icl_gd.regression.population import PopulationOneStepGD, population_one_step_gd_of_task
+from icl_gd.regression.population.one_step import PopulationOneStepGD, population_one_step_gd_of_task
 from icl_gd.regression.lsa import LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import legend_outside, plt, sns
-from icl_gd.regression.figures import (alignment_curves_figure, damping_scan_figure, depth_figure,
-                                       loss_curves_figure, ood_figure, rows_frame)
+from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure, ood_figure, rows_frame
+from icl_gd.regression.rollout.figures import damping_scan_figure, depth_figure
 from icl_gd.core.study import RunContext
 from icl_gd.core.shared import TABLES
 from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
@@ -147,7 +147,7 @@ def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float])
 
 def population_gd(config: SingleLayerConfig) -> PopulationOneStepGD | None:
     """One GD step's population-optimal η* and expected loss E L(η*) over the task distribution, in closed form
-    (``icl_gd.regression.population``, derived in docs/population-gd.md): the exact value of what tuning η on
+    (``icl_gd.regression.population.one_step``, derived in docs/population-gd.md): the exact value of what tuning η on
     sampled held-out tasks and scoring on sampled test tasks estimates. None, with a notice, where the closed form
     does not cover the run: more than one GD step, or a task law it has no form for."""
     if config.model.layers != 1:

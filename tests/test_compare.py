@@ -1,4 +1,4 @@
-"""Any in-context learner against the references (icl_gd.regression.compare, icl-gd compare, the GPT model and the
+"""Any in-context learner against the references (icl_gd.regression.compare.comparison, icl-gd compare, the GPT model and the
 foreign-transformer study)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import torch
 
 from icl_gd.constructions.prop1 import gd_model
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.compare import CompareConfig, ForeignPredictor, compare, resolve_call
-from icl_gd.regression.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
-from icl_gd.regression.separate_tokens import InterleavedLayout
+from icl_gd.regression.compare.comparison import CompareConfig, ForeignPredictor, compare, resolve_call
+from icl_gd.regression.compare.gpt import EveryPrefix, EveryPrefixTokenTask, GPTConfig, GPTRegressor
+from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import ConcatLayout
 from icl_gd.regression.tuning import tune_gd
@@ -143,7 +143,7 @@ def test_compare_command_writes_config_table_figure_and_metrics(tmp_path):
     from typer.testing import CliRunner
     import typer
 
-    from icl_gd.regression.compare_cli import compare as compare_command
+    from icl_gd.regression.compare.cli import compare as compare_command
 
     app = typer.Typer()
     app.command()(compare_command)
@@ -290,7 +290,7 @@ def test_bad_compare_options_are_one_line_exit_2(tmp_path, option, expected):
 def test_an_internal_failure_is_one_line_exit_1_and_leaves_no_result(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import icl_gd.regression.compare_command as command
+    import icl_gd.regression.compare.command as command
 
     def broken(*args, **kwargs):
         raise ValueError("a bug inside the comparison")

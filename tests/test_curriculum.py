@@ -1,4 +1,4 @@
-"""Garg et al.'s curriculum (icl_gd.regression.curriculum) and the learning-rate warm-up (training.warmup_factor)."""
+"""Garg et al.'s curriculum (icl_gd.regression.compare.curriculum) and the learning-rate warm-up (training.warmup_factor)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.curriculum import CurriculumConfig, CurriculumTokenTask
-from icl_gd.regression.gpt import (
+from icl_gd.regression.compare.curriculum import CurriculumConfig, CurriculumTokenTask
+from icl_gd.regression.compare.gpt import (
     EveryPrefix,
     EveryPrefixTokenTask,
     GPTConfig,

@@ -14,8 +14,8 @@ from icl_gd.constructions.delta_rule import IDENTITY_CHECKS, compare_each, error
 from icl_gd.constructions.prop1 import check_batch
 from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.delta_rule import DeltaRuleLayer, DeltaRuleWeights, delta_rule_dual, delta_rule_states
-from icl_gd.regression.online import (normalised_lms_weights_per_token, online_gd_weights_per_token,
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer, DeltaRuleWeights, delta_rule_dual, delta_rule_states
+from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_token, online_gd_weights_per_token,
                                       predictions_per_token)
 from icl_gd.regression.tokens import ConcatLayout
 

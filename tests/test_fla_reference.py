@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from icl_gd.regression.online import online_gd_weights_per_token
+from icl_gd.regression.online.algorithms import online_gd_weights_per_token
 
 fla_delta = pytest.importorskip("fla.ops.delta_rule.naive", reason="the fla extra is not installed "
                                 "(pip install -e '.[fla]')")

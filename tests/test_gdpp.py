@@ -107,7 +107,7 @@ def _two_gdpp_steps_by_hand(x, y, x_query, etas, gammas, W0):
 def test_predictor_is_gdpp_written_out_and_reads_any_layout():
     """GDPPPredictor's per-step predictions against GD++ written with einsum, from W0, on concatenated tokens;
     on separate tokens it agrees with itself on the concatenated ones (the layout only changes the read-back)."""
-    from icl_gd.regression.separate_tokens import SeparateLayout
+    from icl_gd.regression.separate.tokens import SeparateLayout
 
     task = LinearRegressionTask(d=5, n_context=7, d_y=2)
     data = task.sample(16, seed=3, dtype=torch.float64)

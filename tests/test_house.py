@@ -142,3 +142,50 @@ def test_quick_decisive_is_derived_not_declared():
     writes it only where a claim departs from that."""
     registry = "".join(p.read_text() for p in (ROOT / "icl_gd" / "claims" / "registry").glob("*.py"))
     assert registry.count("quick_decisive=") <= 5
+
+
+# The claims wing's registry is its table of claims, read by the wing's plan and written with its statistics: one
+# room with the wing, not a room above or below it.
+ONE_ROOM = {"icl_gd.claims.registry": "icl_gd.claims"}
+
+
+def _package(module: str) -> str:
+    """The room a module lives in: its package, or the module itself at the package's root (``icl_gd.api``)."""
+    for inner, room in ONE_ROOM.items():
+        if module == inner or module.startswith(inner + "."):
+            return room
+    parts = module.split(".")
+    path = ROOT.joinpath(*parts)
+    return module if path.is_dir() or len(parts) == 2 else ".".join(parts[:-1])
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for module, imported in graph.items():
+        room = _package(module)
+        out.setdefault(room, set()).update(_package(m) for m in imported if _package(m) != room)
+    return out
+
+
+def test_no_package_imports_one_above_it():
+    """The rooms stack: packages (``icl_gd.regression.online`` and ``icl_gd.regression`` are two) import one way
+    only, so each has a level and imports only lower ones; a floor never imports a room built on it."""
+    rooms = _package_graph(_import_graph())
+    assert {"icl_gd.regression", "icl_gd.regression.online", "icl_gd.regression.compare"} <= set(rooms)
+    assert _circles(rooms) == []
+
+
+def test_the_package_check_finds_a_floor_importing_its_room():
+    graph = _import_graph()
+    graph["icl_gd.regression.tasks"] = graph["icl_gd.regression.tasks"] | {"icl_gd.regression.online.algorithms"}
+    assert any("icl_gd.regression" in c and "icl_gd.regression.online" in c for c in _circles(_package_graph(graph)))
+
+
+def test_regression_keeps_its_rooms():
+    """One room per idea: the family's floor stays under 25 modules and no room grows past 1200 lines."""
+    floor = list((ROOT / "icl_gd" / "regression").glob("*.py"))
+    assert len(floor) < 25
+    rooms = [p for p in (ROOT / "icl_gd" / "regression").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert len(rooms) >= 5
+    assert {p.name: n for p in rooms if (n := sum(_lines(p).values())) > 1200} == {}
+    assert all((p / "__init__.py").read_text().startswith('"""') for p in rooms)

@@ -13,8 +13,8 @@ from icl_gd.constructions.prop1 import check_batch
 from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.baselines import RidgePredictor
-from icl_gd.regression.mesa import MesaLayer, MesaWeights, mesa_fast_weights
-from icl_gd.regression.online import predictions_per_token, ridge_weights_per_prefix
+from icl_gd.regression.online.mesa import MesaLayer, MesaWeights, mesa_fast_weights
+from icl_gd.regression.online.algorithms import predictions_per_token, ridge_weights_per_prefix
 from icl_gd.regression.tokens import ConcatLayout
 
 FLOAT64 = 1e-12

@@ -16,17 +16,17 @@ import torch
 from icl_gd.constructions.delta_rule import online_gd_weights
 from icl_gd.constructions.mesa import ridge_weights
 from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, RidgePredictor
-from icl_gd.regression.delta_rule import DeltaRuleLayer
-from icl_gd.regression.learned_online import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
-from icl_gd.regression.mesa import MesaLayer
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer
+from icl_gd.regression.online.learned import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
+from icl_gd.regression.online.mesa import MesaLayer
 from icl_gd.regression.metrics import query_loss
-from icl_gd.regression.online import (normalised_lms_weights_per_token, online_gd_weights_per_token,
+from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_token, online_gd_weights_per_token,
                                       predictions_per_token)
-from icl_gd.regression.online_interpolation import interpolate_delta_rule, interpolate_mesa
-from icl_gd.regression.online_population import population_nlms_of_task, population_online_gd_of_task
-from icl_gd.regression.online_references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
+from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
+from icl_gd.regression.population.online import population_nlms_of_task, population_online_gd_of_task
+from icl_gd.regression.online.references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
                                                  tune_online_gd)
-from icl_gd.regression.order import order_sensitivity, permuted_contexts
+from icl_gd.regression.online.order import order_sensitivity, permuted_contexts
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream, UniformInputs
 from icl_gd.regression.tokens import ConcatLayout
 

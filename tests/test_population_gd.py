@@ -1,4 +1,4 @@
-"""The population-optimal one-step GD reference (``icl_gd.regression.population``) against Monte Carlo on the
+"""The population-optimal one-step GD reference (``icl_gd.regression.population.one_step``) against Monte Carlo on the
 project's own task sampler (the held-out tuning stream the studies tune GD's η on), against closed forms written
 here independently, and its refusals.
 
@@ -21,7 +21,7 @@ from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.config import RegressionTaskConfig
 from icl_gd.regression.gd import gd_predict, optimal_one_step_eta
-from icl_gd.regression.population import (
+from icl_gd.regression.population.one_step import (
     InputMoments,
     input_moments,
     population_one_step_gd,

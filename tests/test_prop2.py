@@ -10,7 +10,7 @@ from icl_gd.constructions.prop2 import (TunedReadout, check_feature_gd, feature_
                                  random_mlp, trained_readout_kernel, tuned_readout_eta)
 from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.feature_models import FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
+from icl_gd.regression.sine.features import FeatureMapConfig, MetaLearnedReadout, feature_lsa_model
 from icl_gd.regression.gd import optimal_one_step_eta
 from icl_gd.regression.metrics import regression_loss
 

@@ -10,7 +10,7 @@ from icl_gd.constructions.prop3 import (check_copied_tokens, check_copy_then_gd,
 from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predict
-from icl_gd.regression.separate_tokens import SeparateLayout, SinusoidalPositions
+from icl_gd.regression.separate.tokens import SeparateLayout, SinusoidalPositions
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 
 
@@ -96,7 +96,7 @@ def test_authors_layout_construction_in_float32():
 
 def test_authors_copy_layer_fills_input_tokens_and_zeroes_the_query_read_out():
     from icl_gd.constructions.prop3 import authors_prop3_model
-    from icl_gd.regression.separate_tokens import AuthorsSeparateLayout
+    from icl_gd.regression.separate.tokens import AuthorsSeparateLayout
 
     task = LinearRegressionTask(d=4, n_context=6)
     data = task.sample(8, seed=1, stream=Stream.TEST, dtype=torch.float64)
@@ -114,7 +114,7 @@ def test_authors_copy_layer_fills_input_tokens_and_zeroes_the_query_read_out():
 
 def test_authors_shared_label_slot_has_no_exact_construction_and_low_beta_is_not_exact():
     from icl_gd.constructions.prop3 import authors_prop3_model, check_authors_layout
-    from icl_gd.regression.separate_tokens import AuthorsSeparateLayout
+    from icl_gd.regression.separate.tokens import AuthorsSeparateLayout
 
     with pytest.raises(ConfigError, match="own_label_slot"):
         authors_prop3_model(AuthorsSeparateLayout(10, 10), 1.0, beta=150.0)

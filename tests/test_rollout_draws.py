@@ -15,7 +15,7 @@ from icl_gd.claims import SeedEvidence, Verdict, evaluate_claim
 from icl_gd.claims.evidence import MissingEvidence
 from icl_gd.claims.registry import ALL_CHECKS
 from icl_gd.claims.statistics import OverDraws, RolloutGap, RolloutRise, median_of
-from icl_gd.regression.depth import unstable_task_rows
+from icl_gd.regression.rollout.depth import unstable_task_rows
 
 GAP = OverDraws(RolloutGap(0.75, "gd"))
 RISE = OverDraws(RolloutRise(0.75, ("trained", "gd")))
@@ -137,7 +137,7 @@ def test_unstable_task_rows_name_the_tasks_beyond_the_bound():
 
 
 def test_a_diverging_draw_is_counted_as_such():
-    from icl_gd.regression.depth import divergence_shares, diverges
+    from icl_gd.regression.rollout.depth import divergence_shares, diverges
 
     assert diverges([1.0, 0.5, 2.0]) and diverges([1.0, 0.5, float("inf")]) and diverges([1.0, float("nan")])
     assert not diverges([1.0, 2.0, 0.9]) and not diverges([])  # a bump that comes back down converged

@@ -6,8 +6,8 @@ import torch
 from icl_gd.constructions.prop3 import prop3_model
 from icl_gd.regression.baselines import GDPredictor
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.separate_model import SeparateModelConfig, SeparateTokenModel, copy_analysis
-from icl_gd.regression.separate_tokens import SeparateLayout, SeparateTokenTask, SinusoidalPositions
+from icl_gd.regression.separate.model import SeparateModelConfig, SeparateTokenModel, copy_analysis
+from icl_gd.regression.separate.tokens import SeparateLayout, SeparateTokenTask, SinusoidalPositions
 from icl_gd.regression.tasks import LinearRegressionTask
 from icl_gd.regression.tokens import ConcatLayout
 

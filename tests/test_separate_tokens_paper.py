@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from icl_gd.cli import app
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.lsa import LSAConfig, LSALayer
-from icl_gd.regression.separate_model import SeparateModelConfig, SeparateTokenModel, authors_copy_analysis
-from icl_gd.regression.separate_tokens import AuthorsSeparateLayout, StandardPositions
+from icl_gd.regression.separate.model import SeparateModelConfig, SeparateTokenModel, authors_copy_analysis
+from icl_gd.regression.separate.tokens import AuthorsSeparateLayout, StandardPositions
 from icl_gd.core.study import resolve_study_config
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.studies import separate_tokens

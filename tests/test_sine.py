@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.sine import SineTask, SineTokenTask
+from icl_gd.regression.sine.tasks import SineTask, SineTokenTask
 from icl_gd.regression.tasks import Stream
 
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from icl_gd.cli import app
 from icl_gd.constructions.prop2 import frozen_gd_baseline, set_frozen_eta, tune_frozen_eta
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.feature_models import TokenEmbeddingMLP, embedded_token_lsa_model
-from icl_gd.regression.sine import SineTask
+from icl_gd.regression.sine.features import TokenEmbeddingMLP, embedded_token_lsa_model
+from icl_gd.regression.sine.tasks import SineTask
 from icl_gd.core.study import resolve_study_config
 from icl_gd.regression.tasks import Stream
 from icl_gd.studies import sine

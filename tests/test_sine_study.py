@@ -9,7 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 from icl_gd.cli import app
-from icl_gd.regression.sine import SineTask
+from icl_gd.regression.sine.tasks import SineTask
 from icl_gd.regression.tasks import Stream
 
 STEPS = 40

@@ -10,7 +10,7 @@ from icl_gd.constructions.prop1 import gd_step_weights, stacked_model
 from icl_gd.core.config import apply_overrides
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import gd_predictions_per_step, gdpp_predictions_per_step
-from icl_gd.regression.iteration import iterated_predictions
+from icl_gd.regression.rollout.iteration import iterated_predictions
 from icl_gd.regression.lsa import LSAConfig, LSALayer
 from icl_gd.core.results import read_json
 from icl_gd.regression.tasks import LinearRegressionTask, Stream

@@ -1,5 +1,5 @@
 """The `single-layer` study's exact one-step GD reference: η* and E L(η*) in closed form
-(``icl_gd.regression.population``) written beside the sampled tuned GD, and drawn in its loss figure."""
+(``icl_gd.regression.population.one_step``) written beside the sampled tuned GD, and drawn in its loss figure."""
 
 from dataclasses import dataclass, replace
 
@@ -10,7 +10,7 @@ from icl_gd.core.errors import ICLGDNotice
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.config import RegressionTaskConfig
 from icl_gd.regression.figures import loss_curves_figure
-from icl_gd.regression.population import population_one_step_gd_of_task
+from icl_gd.regression.population.one_step import population_one_step_gd_of_task
 from icl_gd.regression.study import relative_gap
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 from icl_gd.studies import REGISTRY, run

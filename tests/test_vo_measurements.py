@@ -13,7 +13,7 @@ from icl_gd.core.config import apply_overrides
 from icl_gd.core.errors import ConfigError
 from icl_gd.claims.evidence import SeedEvidence
 from icl_gd.claims.statistics import RolloutRise
-from icl_gd.regression.depth import depth_rows, gd_instability, median_task_loss
+from icl_gd.regression.rollout.depth import depth_rows, gd_instability, median_task_loss
 from icl_gd.regression.evaluation import Scored, relative_prediction_rms
 from icl_gd.regression.gd import GDPPParams, gd_predictions_per_step, gdpp_loss
 from icl_gd.regression.study import RegressionConfig

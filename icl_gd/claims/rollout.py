@@ -13,7 +13,7 @@ from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
 from icl_gd.claims.evidence import table_rows as _table
 from icl_gd.claims.formatting import format_value
 from icl_gd.core.results import read_json
-from icl_gd.regression.depth import diverges
+from icl_gd.regression.rollout.depth import diverges
 from icl_gd.regression.metric_names import model_symbol
 
 _COLUMNS = {"loss": "mean loss over the test tasks", "median_loss": "median loss over the test tasks"}

@@ -122,7 +122,7 @@ SIM_ERRORS_PGD_MINUS_GD_LAST = MetricName("sim_errors_pgd_minus_gd_last",
 PRED_DIFF_RATIO_LS_OVER_GD1 = MetricName("pred_diff_ratio_least_squares_over_gd_1",
                                          "mean |ŷ - ŷ_least squares| / mean |ŷ - ŷ_GD(1 step)|")
 LOSS_RATIO_TRAINED_OVER_GD1 = MetricName("loss_ratio_trained_over_gd_1", "L_trained / L_GD(1 step)")
-# online-layers (``icl_gd.regression.order``)
+# online-layers (``icl_gd.regression.online.order``)
 def order_sensitivity(model: str) -> MetricName:
     """How far ``model``'s ŷ moves when its context is permuted, relative to ŷ's size: ``order_sensitivity_<model>``."""
     return MetricName(f"order_sensitivity_{model}", f"order sensitivity of {model_symbol(model)}")

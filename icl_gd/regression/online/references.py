@@ -1,4 +1,4 @@
-"""Online learners as references: online GD and normalised LMS (``icl_gd.regression.online``) answering the one
+"""Online learners as references: online GD and normalised LMS (``icl_gd.regression.online.algorithms``) answering the one
 predictor call (tokens (B, N+1, D) in, ŷ (B, d_y) out), their step sizes tuned on held-out tasks, and the query
 loss after every prefix of the context for any predictor.
 
@@ -18,7 +18,7 @@ from torch import nn
 from icl_gd.core.errors import DivergenceError
 from icl_gd.regression.baselines import ContextLayout
 from icl_gd.regression.metrics import Predictor, query_loss
-from icl_gd.regression.online import (normalised_lms_weights_per_token, online_gd_weights_per_token,
+from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_token, online_gd_weights_per_token,
                                       predictions_per_token)
 
 

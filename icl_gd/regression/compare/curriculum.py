@@ -17,7 +17,7 @@ import torch
 
 from icl_gd.core.config import check_settings, setting
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.gpt import EveryPrefixTokenTask
+from icl_gd.regression.compare.gpt import EveryPrefixTokenTask
 from icl_gd.regression.tasks import Stream
 
 

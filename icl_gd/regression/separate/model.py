@@ -3,7 +3,7 @@ layer that should copy each label next to its input, then a linear LSA layer tha
 analyses of the copy layer (gradient norms of each output token with respect to its own, its right neighbour's
 and the other input tokens).
 
-Layouts and tasks: ``icl_gd.regression.separate_tokens``. Shapes: B tasks, T = 2N+1 tokens, D the token width.
+Layouts and tasks: ``icl_gd.regression.separate.tokens``. Shapes: B tasks, T = 2N+1 tokens, D the token width.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 from icl_gd.core.config import require_positive
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.lsa import LSAConfig, LSALayer
-from icl_gd.regression.separate_tokens import AuthorsSeparateLayout, SeparateLayout
+from icl_gd.regression.separate.tokens import AuthorsSeparateLayout, SeparateLayout
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.online import schedule
+from icl_gd.regression.online.algorithms import schedule
 
 
 @dataclass(frozen=True)

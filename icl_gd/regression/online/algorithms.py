@@ -1,5 +1,5 @@
 """Online learners of in-context regression: one pass over the context pairs, in order, each pair seen once. These
-are the algorithms the fast-weight layers of ``icl_gd.regression.delta_rule`` and ``icl_gd.regression.mesa`` run
+are the algorithms the fast-weight layers of ``icl_gd.regression.online.delta_rule`` and ``icl_gd.regression.online.mesa`` run
 (their constructions and float64 checks: ``icl_gd.constructions.delta_rule``, ``icl_gd.constructions.mesa``).
 
 Shapes: B tasks, N context pairs (one token each), d inputs, d_y outputs, n steps per token. W: (B, d_y, d), ŷ = W x_q.

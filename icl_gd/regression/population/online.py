@@ -15,7 +15,7 @@ so e_t = E‖E_t‖²_F obeys e_0 = d_y d s², e_t = ρ e_{t-1} + d_y η² τ² 
 Noiseless (τ = 0), L_t = ½ d_y d s² σ² ρ(η)^t, minimised at every t by the η minimising ρ:
 η* = 1 / (σ² (d - 1 + κ)), ρ* = 1 - 1 / (d - 1 + κ); for Gaussian inputs η* = 1/(σ²(d + 2)) and
 L_t(η*) = ½ d_y d s² σ² ((d + 1)/(d + 2))^t. With noise the η minimising L_N depends on N and is found numerically
-(``PopulationOnlineGD.eta``). The one batch GD step of the same tasks is ``icl_gd.regression.population``'s.
+(``PopulationOnlineGD.eta``). The one batch GD step of the same tasks is ``icl_gd.regression.population.one_step``'s.
 
 Normalised LMS, W_t = W_{t-1} - μ (W_{t-1} x_t - y_t) x_tᵀ / ‖x_t‖², has E_t = E_{t-1} (I - μ P_t) + μ ε_t x_tᵀ/‖x_t‖²
 with P_t = x_t x_tᵀ / ‖x_t‖² a projection, so (I - μP)² = I - (2μ - μ²) P, and E P = I / d for any law whose
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from icl_gd.core.config import require_positive_int
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.config import RegressionTaskConfig
-from icl_gd.regression.population import TaskLaw, population_one_step_gd_of_task
+from icl_gd.regression.population.one_step import TaskLaw, population_one_step_gd_of_task
 from icl_gd.regression.tasks import LinearRegressionTask
 
 _GOLDEN = (5 ** 0.5 - 1) / 2

@@ -1,5 +1,5 @@
 """``icl-gd compare``: any in-context learner, loaded from a Python file, against GD, GD++, preconditioned GD,
-Iterative Newton, least squares and ridge (``icl_gd.regression.compare``).
+Iterative Newton, least squares and ridge (``icl_gd.regression.compare.comparison``).
 
 ``--model FILE.py:FACTORY`` names a function in a file; it is called with those of ``d``, ``n`` (context pairs)
 and ``d_y`` that its signature takes and returns a ``torch.nn.Module`` or a callable. ``--checkpoint PATH`` loads
@@ -30,7 +30,7 @@ from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.core.errors import ConfigError, DivergenceError, RunDirectoryError
 from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
-from icl_gd.regression.compare import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
+from icl_gd.regression.compare.comparison import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, UniformInputs
 
 TASKS = {"linear": UniformInputs, "linear-normal": NormalInputs}  # icl-gd's x ~ U(-1/2, 1/2)^d; Garg et al.'s N(0, I)

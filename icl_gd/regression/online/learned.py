@@ -1,5 +1,5 @@
-"""Trainable fast-weight layers: the delta rule (``icl_gd.regression.delta_rule``) and the mesa layer
-(``icl_gd.regression.mesa``) with every projection, the writing strength β, the decay α and the regulariser λ as
+"""Trainable fast-weight layers: the delta rule (``icl_gd.regression.online.delta_rule``) and the mesa layer
+(``icl_gd.regression.online.mesa``) with every projection, the writing strength β, the decay α and the regulariser λ as
 parameters. Each module builds the library's frozen weights from its parameters at every call and runs the library's
 layer on them, so a trained module is the layer of its ``weights()`` exactly, and the constructions
 (``icl_gd.constructions.delta_rule``, ``icl_gd.constructions.mesa``) are points of the same parameter space.
@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from icl_gd.core.config import require_positive, require_positive_int
-from icl_gd.regression.delta_rule import DeltaRuleLayer, DeltaRuleWeights
-from icl_gd.regression.mesa import MesaLayer, MesaWeights
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer, DeltaRuleWeights
+from icl_gd.regression.online.mesa import MesaLayer, MesaWeights
 
 
 def _projection(generator: torch.Generator, rows: int, columns: int, scale: float) -> nn.Parameter:

@@ -7,7 +7,7 @@ A predictor is a ``torch.nn.Module`` or a callable in one of three *calls*, decl
 - ``"concat"``: ``f(tokens (B, N+1, d + d_y))``, icl-gd's concatenated tokens (``icl_gd.regression.tokens``), the
   query (x_q, 0) last: every icl-gd model and construction;
 - ``"interleaved"``: ``f(tokens (B, 2N+1, max(d, d_y)))``, Garg et al.'s (2022) x_1, (y_1, 0…), …, x_q
-  (``icl_gd.regression.separate_tokens.InterleavedLayout``);
+  (``icl_gd.regression.separate.tokens.InterleavedLayout``);
 
 or a layout object (``ConcatLayout``, ``InterleavedLayout``, ``SeparateLayout``, …) whose ``tokens`` the predictor
 takes. It returns ŷ (B,) or (B, d_y). Per-layer read-outs, when given (``layers=`` or the predictor's own
@@ -48,7 +48,7 @@ from icl_gd.regression.algorithms import (NewtonPredictor, PreconditionedGDPredi
 from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor
 from icl_gd.regression.evaluation import EvalSet, Scored, score
 from icl_gd.regression.metrics import predictions_and_sensitivities_of, query_loss
-from icl_gd.regression.separate_tokens import InterleavedLayout
+from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
 from icl_gd.regression.tokens import ConcatLayout
 from icl_gd.regression.tuning import tune_gd, tune_gdpp

@@ -1,7 +1,7 @@
 """A small GPT-style in-context learner (Garg, Tsipras, Liang & Valiant 2022, §2 and their ``models.py``
 ``TransformerModel``): a causal softmax transformer over interleaved x and y tokens
-(``icl_gd.regression.separate_tokens.InterleavedLayout``), the model of the field that is *not* built from
-von Oswald et al.'s linear attention, so the comparison with GD (``icl_gd.regression.compare``) asks their
+(``icl_gd.regression.separate.tokens.InterleavedLayout``), the model of the field that is *not* built from
+von Oswald et al.'s linear attention, so the comparison with GD (``icl_gd.regression.compare.comparison``) asks their
 question of a model that owes nothing to it.
 
     h_0 = read_in(tokens) + p                      tokens (B, T, d_in), learned positions p (T, width)
@@ -26,7 +26,7 @@ from torch import nn
 
 from icl_gd.core.config import require_positive_ints
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.separate_tokens import InterleavedLayout
+from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, Stream
 from icl_gd.regression.tokens import LayoutTokenTask
 

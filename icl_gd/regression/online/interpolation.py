@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from icl_gd.core.errors import ConfigError
-from icl_gd.regression.delta_rule import DeltaRuleWeights
-from icl_gd.regression.mesa import MesaWeights
+from icl_gd.regression.online.delta_rule import DeltaRuleWeights
+from icl_gd.regression.online.mesa import MesaWeights
 
 
 def procrustes_gauge(W_K: torch.Tensor, K_ref: torch.Tensor) -> tuple[torch.Tensor, float]:

@@ -11,7 +11,7 @@ layer of Proposition 3 leaves the query's y slot at zero.
 
 Sign convention as in the concatenated layout: a model writes -ŷ into the query's y slot.
 Shapes: B tasks, N context pairs, T = 2N+1 tokens, D = d_x + d_y + 2F. The model these tokens feed (a softmax copy
-layer, then a GD layer) and the analyses of its copy layer: ``icl_gd.regression.separate_model``.
+layer, then a GD layer) and the analyses of its copy layer: ``icl_gd.regression.separate.model``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``icl-gd compare`` command's options: importing this module costs typer only, so ``icl-gd --help`` stays fast;
-the comparison itself (``icl_gd.regression.compare_command``, ``icl_gd.regression.compare``) loads when it runs."""
+the comparison itself (``icl_gd.regression.compare.command``, ``icl_gd.regression.compare.comparison``) loads when it runs."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def compare(
 
     from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
     from icl_gd.core.resources import resolve_device, set_threads
-    from icl_gd.regression.compare_command import CompareRunConfig, run_comparison
-    from icl_gd.regression.compare import CompareConfig
+    from icl_gd.regression.compare.command import CompareRunConfig, run_comparison
+    from icl_gd.regression.compare.comparison import CompareConfig
 
     def fail(message: str, code: int) -> None:
         typer.echo(f"icl-gd: error: {message}", err=True)

@@ -25,7 +25,7 @@ from icl_gd.core.errors import ConfigError
 from icl_gd.core.progress import phased
 from icl_gd.regression.baselines import ContextLayout, GDPPPredictor
 from icl_gd.regression.gd import GDPPParams, gd_predictions_per_step
-from icl_gd.regression.iteration import UPDATES, iterated_predictions
+from icl_gd.regression.rollout.iteration import UPDATES, iterated_predictions
 from icl_gd.regression.lsa import LSALayer
 from icl_gd.regression.metrics import regression_loss
 
