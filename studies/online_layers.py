@@ -25,19 +25,16 @@ from icl_gd.constructions.mesa import ridge_weights
 from icl_gd.core.config import check_settings, positive_int, setting
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
-from icl_gd.regression.baselines import GDPredictor, LeastSquaresPredictor, RidgePredictor
-from icl_gd.regression.compare.comparison import tune_ridge
-from icl_gd.regression.online.delta_rule import DeltaRuleLayer
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.gd import optimal_one_step_eta
+from icl_gd.regression.metrics import regression_loss
+from icl_gd.regression.online.delta_rule import DeltaRuleLayer
+from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
+from icl_gd.regression.online.kinds import LayerKind, widths
 from icl_gd.regression.online.learned import LearnedDeltaRule, LearnedGatedDeltaRule, LearnedMesa
 from icl_gd.regression.online.mesa import MesaLayer
-from icl_gd.regression.metrics import regression_loss
-from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
-from icl_gd.regression.population.online import population_nlms_of_task, population_online_gd_of_task
-from icl_gd.regression.online.references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
-                                                 tune_normalised_lms, tune_online_gd)
 from icl_gd.regression.online.order import order_sensitivity
+from icl_gd.regression.online.references import REFERENCE, REFERENCES, loss_per_position, tuned_parameters
+from icl_gd.regression.population.online import population_nlms_of_task, population_online_gd_of_task
 from icl_gd.regression.population.one_step import population_one_step_gd_of_task
 from icl_gd.regression.study import (EvaluationConfig, RegressionConfig, RegressionRun, TrainingConfig, parts,
                                      regression_work, relative_gap)
@@ -45,14 +42,6 @@ from icl_gd.regression.study_spec import regression_study
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 from icl_gd.regression.tokens import ConcatLayout, ConcatTokenTask
 
-# The trained layers, the algorithm each runs with explicit weights (its construction), and the references.
-MODELS = ("delta_rule", "delta_rule_nlms", "gated_delta_rule", "mesa")
-ALGORITHM = {"delta_rule": "online_gd", "delta_rule_nlms": "nlms", "gated_delta_rule": "online_gd", "mesa": "ridge"}
-REFERENCES = ("online_gd", "nlms", "ridge", "gd", "least_squares")
-ONLINE = ("online_gd", "nlms")  # the references that read the context in order
-LABELS = {"delta_rule": "delta rule", "delta_rule_nlms": "delta rule, (k, v)/‖k‖", "gated_delta_rule":
-          "gated delta rule", "mesa": "mesa layer", "online_gd": "online GD (η tuned)", "nlms": "normalised LMS "
-          "(η tuned)", "ridge": "ridge (λ tuned)", "gd": "one batch GD step (η tuned)", "least_squares": "least squares"}
 MIXING = (0.0, 0.25, 0.5, 0.75, 1.0)  # the interpolation's α: 0 the trained layer (gauge-fixed), 1 its construction
 
 
@@ -93,16 +82,6 @@ class OnlineLayersModelConfig:
     def recurrent(self) -> bool:
         return False
 
-    def build(self, name: str, layout: ConcatLayout, seed: int) -> nn.Module:
-        """The trained layer ``name`` (one of ``MODELS``) for ``layout``, initialised from ``seed``."""
-        D, d, d_y = layout.d_model, layout.d_x, layout.d_y
-        if name == "mesa":
-            return LearnedMesa(D, d, d_y, seed, lam=self.lam, init_scale=self.init_scale)
-        if name == "gated_delta_rule":
-            return LearnedGatedDeltaRule(D, d, d_y, seed, beta=self.beta, alpha=self.decay, init_scale=self.init_scale)
-        normalise = "pair" if name == "delta_rule_nlms" else "none"
-        return LearnedDeltaRule(D, d, d_y, seed, normalise, beta=self.beta, init_scale=self.init_scale)
-
 
 @dataclass(frozen=True)
 class OrderConfig:
@@ -133,49 +112,35 @@ def full() -> OnlineLayersConfig:
                               evaluation=EvaluationConfig(seeds=3, n_test=10_000, n_tune=10_000, eval_every=1000))
 
 
+# ---------------------------------------------------------------------------------------------------- the layers
+# One entry a kind (``LayerKind``); the constructions are icl_gd.constructions', so the table is the study's.
+KINDS = (
+    LayerKind(name="delta_rule", label="delta rule", algorithm="online_gd",
+              trained=lambda m, layout, seed: LearnedDeltaRule(*widths(layout), seed, beta=m.beta,
+                                                               init_scale=m.init_scale),
+              construction=lambda layout, eta: online_gd_weights(layout.d_x, layout.d_y, eta),
+              layer=DeltaRuleLayer, interpolate=interpolate_delta_rule),
+    LayerKind(name="delta_rule_nlms", label="delta rule, (k, v)/‖k‖", algorithm="nlms",
+              trained=lambda m, layout, seed: LearnedDeltaRule(*widths(layout), seed, "pair", beta=m.beta,
+                                                               init_scale=m.init_scale),
+              construction=lambda layout, eta: online_gd_weights(layout.d_x, layout.d_y, eta, normalise="pair"),
+              layer=DeltaRuleLayer, interpolate=interpolate_delta_rule),
+    LayerKind(name="gated_delta_rule", label="gated delta rule", algorithm="online_gd",
+              trained=lambda m, layout, seed: LearnedGatedDeltaRule(*widths(layout), seed, beta=m.beta,
+                                                                    alpha=m.decay, init_scale=m.init_scale),
+              construction=lambda layout, eta: online_gd_weights(layout.d_x, layout.d_y, eta),  # decay 1
+              layer=DeltaRuleLayer, interpolate=interpolate_delta_rule),
+    LayerKind(name="mesa", label="mesa layer", algorithm="ridge",
+              trained=lambda m, layout, seed: LearnedMesa(*widths(layout), seed, lam=m.lam, init_scale=m.init_scale),
+              construction=lambda layout, lam: ridge_weights(layout.d_x, layout.d_y, lam),
+              layer=MesaLayer, interpolate=interpolate_mesa),
+)
+
+
 def training_work(config: OnlineLayersConfig) -> list[TrainingWork]:
     task = ConcatTokenTask(config.task.build())
-    return [regression_work(name, task, lambda seed, name=name: config.model.build(name, task.layout, seed),
-                            config.train_config()) for name in MODELS]
-
-
-# ---------------------------------------------------------------------------------------------------- references
-@dataclass(frozen=True)
-class Tuned:
-    """The references' parameters, tuned on the held-out tasks."""
-
-    eta_online_gd: float
-    eta_nlms: float
-    lam_ridge: float
-    eta_gd: float
-
-    def predictors(self, layout: ConcatLayout) -> dict[str, nn.Module]:
-        return {"online_gd": OnlineGDPredictor(layout, self.eta_online_gd), "nlms": NormalisedLMSPredictor(
-            layout, self.eta_nlms), "ridge": RidgePredictor(layout, self.lam_ridge), "gd": GDPredictor(
-            layout, [self.eta_gd]), "least_squares": LeastSquaresPredictor(layout)}
-
-
-def tune(run: RegressionRun) -> Tuned:
-    batch = run.tune_batch()
-    args = (batch.x_context, batch.y_context, batch.x_query, batch.y_query)
-    return Tuned(tune_online_gd(*args), tune_normalised_lms(*args), tune_ridge(*args), optimal_one_step_eta(*args))
-
-
-def construction(name: str, tuned: Tuned, layout: ConcatLayout) -> Any:
-    """The float64 weights of the construction that runs model ``name``'s algorithm at the tuned parameters."""
-    d, d_y = layout.d_x, layout.d_y
-    if name == "mesa":
-        return ridge_weights(d, d_y, tuned.lam_ridge)
-    if name == "delta_rule_nlms":
-        return online_gd_weights(d, d_y, tuned.eta_nlms, normalise="pair")
-    return online_gd_weights(d, d_y, tuned.eta_online_gd)
-
-
-def interpolated(name: str, model: nn.Module, constructed: Any, alpha: float) -> nn.Module:
-    """The float64 layer between the gauge-fixed trained ``model`` (α = 0) and its construction (α = 1)."""
-    if name == "mesa":
-        return MesaLayer(interpolate_mesa(model.weights(), constructed, alpha))
-    return DeltaRuleLayer(interpolate_delta_rule(model.weights(), constructed, alpha))
+    return [regression_work(kind.name, task, lambda seed, kind=kind: kind.trained(config.model, task.layout, seed),
+                            config.train_config()) for kind in KINDS]
 
 
 # ---------------------------------------------------------------------------------------------------- the run
@@ -183,15 +148,14 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
     task = config.task.build()
     run = RegressionRun(config, ctx, ConcatTokenTask(task))
     layout: ConcatLayout = run.layout
-    tuned = tune(run)
-    references = tuned.predictors(layout)
-    for name, predictor in references.items():
-        run.add_reference(name, predictor, curve=LABELS[name])
+    batch = run.tune_batch()
+    tuned = tuned_parameters(batch.x_context, batch.y_context, batch.x_query, batch.y_query)
+    references = {r.name: r.predictor(layout, tuned.get(r.name)) for r in REFERENCES}
+    for r in REFERENCES:
+        run.add_reference(r.name, references[r.name], curve=r.label)
     tokens, targets = run.test.tokens.double(), run.test.targets.double()
     order = config.order
-    reference_metrics: dict[str, Any] = {
-        "eta_online_gd": tuned.eta_online_gd, "eta_nlms": tuned.eta_nlms, "lambda_ridge": tuned.lam_ridge,
-        "eta_gd": tuned.eta_gd}
+    reference_metrics: dict[str, Any] = {r.parameter: tuned[r.name] for r in REFERENCES if r.parameter is not None}
     reference_positions, reference_order = {}, {}
     for name, predictor in references.items():
         reference_metrics[names.loss(name)] = run.references[name].loss
@@ -203,17 +167,18 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
     reference_metrics.update({"eta_online_gd_population": online_population.eta, "eta_nlms_population": nlms.eta,
                               **{names.loss(f"{k}_population"): p.loss for k, p in
                                  (("online_gd", online_population), ("nlms", nlms), ("gd", one_step))}})
-    curves = {"online_gd_population": online_population.loss_per_position(tuned.eta_online_gd)[1:],
-              "nlms_population": nlms.loss_per_position(tuned.eta_nlms)[1:],
-              "gd_population": [population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned.eta_gd)
+    curves = {"online_gd_population": online_population.loss_per_position(tuned["online_gd"])[1:],
+              "nlms_population": nlms.loss_per_position(tuned["nlms"])[1:],
+              "gd_population": [population_one_step_gd_of_task(replace(task, n_context=t)).loss_at(tuned["gd"])
                                 for t in range(1, task.n_context + 1)]}
     population_rows = [{"model": k, "kind": "population", "position": t + 1, "loss": v}
                        for k, losses in curves.items() for t, v in enumerate(losses)]
 
     trained: dict[str, dict[int, nn.Module]] = {}
-    for name in MODELS:
-        trained[name] = run.train_seeds(name, lambda seed, name=name: config.model.build(name, layout, seed),
-                                        lambda m, step, seed, name=name: run.eval_rows(step, seed, name, m))
+    for kind in KINDS:
+        trained[kind.name] = run.train_seeds(
+            kind.name, lambda seed, kind=kind: kind.trained(config.model, layout, seed),
+            lambda m, step, seed, name=kind.name: run.eval_rows(step, seed, name, m))
     for seed in run.seeds:
         run.record(seed, reference_metrics)
         run.add_rows("per_position", population_rows, seed=seed)
@@ -222,20 +187,21 @@ def run(config: OnlineLayersConfig, ctx: RunContext) -> dict[str, Any]:
                      seed=seed)
         run.add_rows("order", [{"model": name, "kind": "reference", "order_sensitivity": v, "algorithm": "",
                                 "ratio_to_algorithm": None} for name, v in reference_order.items()], seed=seed)
-        for name in MODELS:
-            model = trained[name][seed].double().eval()
+        for kind in KINDS:
+            model = trained[kind.name][seed].double().eval()
             scored = run.score(model)
-            run.record(seed, model_metrics(run, name, model, scored, tuned, reference_order, tokens, targets, seed))
+            run.record(seed, model_metrics(run, kind, model, scored, tuned, reference_order, tokens, targets, seed))
     return run.finish(lambda mean: figures(run.tables, run.seeds))
 
 
-def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Scored, tuned: Tuned,
+def model_metrics(run: RegressionRun, kind: LayerKind, model: nn.Module, scored: Scored, tuned: dict[str, float],
                   reference_order: dict[str, float], tokens: torch.Tensor, targets: torch.Tensor, seed: int
                   ) -> dict[str, Any]:
     """One trained layer's metrics (and its rows of every table): its loss, its gap and alignment to every
     reference, its order sensitivity and ratio to its algorithm's, its loss per position and along the line to
     its construction."""
     config: OnlineLayersConfig = run.config  # type: ignore[assignment]
+    name, algorithm = kind.name, kind.algorithm
     metrics: dict[str, Any] = {names.loss(name): scored.loss}
     rows = []
     for ref, ref_scored in run.references.items():
@@ -246,11 +212,10 @@ def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Score
         rows.append({"model": name, "reference": ref, "loss": scored.loss, "loss_reference": ref_scored.loss,
                      "rel_gap": gap, **{k.removeprefix(f"{name}_vs_{ref}_"): v for k, v in aligned.items()}})
     run.add_rows("comparison", rows, seed=seed)
-    algorithm = ALGORITHM[name]
     sensitivity = order_sensitivity(model, tokens, config.order.permutations, config.order.permutation_seed)
     metrics[names.order_sensitivity(name)] = sensitivity
     # a ratio only to an online learner's: a batch learner's (ridge) is round-off, 0 up to 1e-15
-    ratio = sensitivity / reference_order[algorithm] if algorithm in ONLINE else None
+    ratio = sensitivity / reference_order[algorithm] if REFERENCE[algorithm].online else None
     if ratio is not None:
         metrics[names.order_log2_ratio(name, algorithm)] = math.log2(ratio)
     run.add_rows("order", [{"model": name, "kind": "trained", "order_sensitivity": sensitivity,
@@ -258,11 +223,11 @@ def model_metrics(run: RegressionRun, name: str, model: nn.Module, scored: Score
     positions = loss_per_position(model, tokens, targets)
     run.add_rows("per_position", [{"model": name, "kind": "trained", "position": t + 1, "loss": v}
                                   for t, v in enumerate(positions)], seed=seed)
-    constructed = construction(name, tuned, run.layout)
+    constructed = kind.construction(run.layout, tuned[algorithm])
     losses = []
     with torch.no_grad():
         for alpha in MIXING:
-            losses.append(regression_loss(interpolated(name, model, constructed, alpha)(tokens), targets))
+            losses.append(regression_loss(kind.between(model, constructed, alpha)(tokens), targets))
     run.add_rows("interpolation", [{"model": name, "construction": algorithm, "alpha": a, "loss": v}
                                    for a, v in zip(MIXING, losses)], seed=seed)
     metrics[f"interpolation_excess_{name}"] = (max(losses) - max(losses[0], losses[-1])) / losses[-1]
@@ -279,12 +244,12 @@ def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[t
     out = []
     positions = pd.DataFrame(tables["per_position"]).groupby(["model", "kind", "position"], sort=False)["loss"].mean()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for i, name in enumerate(MODELS):
-        part = positions.loc[name, "trained"]
-        ax.plot(part.index, part.values, "-", color=f"C{i}", lw=1.8, label=LABELS[name] + " (trained)")
-    for j, name in enumerate(REFERENCES):
-        part = positions.loc[name, "reference"]
-        ax.plot(part.index, part.values, "--", color=f"C{j + len(MODELS)}", lw=1.2, label=LABELS[name])
+    for i, kind in enumerate(KINDS):
+        part = positions.loc[kind.name, "trained"]
+        ax.plot(part.index, part.values, "-", color=f"C{i}", lw=1.8, label=kind.label + " (trained)")
+    for j, ref in enumerate(REFERENCES):
+        part = positions.loc[ref.name, "reference"]
+        ax.plot(part.index, part.values, "--", color=f"C{j + len(KINDS)}", lw=1.2, label=ref.label)
     for name, style, label in (("online_gd_population", "k-", "online GD, population (η tuned)"),
                                ("nlms_population", "k-.", "normalised LMS, population (η tuned)"),
                                ("gd_population", "k:", "one GD step, population (η tuned)")):
@@ -303,11 +268,11 @@ def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[t
     width = 0.8 / len(REFERENCES)
     for j, ref in enumerate(REFERENCES):
         for ax, column in zip(axes, ("rel_gap", "cos_sensitivity")):
-            values = [comparison.loc[(name, ref), column] for name in MODELS]
-            ax.bar([i + j * width for i in range(len(MODELS))], values, width, color=f"C{j + len(MODELS)}",
-                   label=LABELS[ref])
+            values = [comparison.loc[(kind.name, ref.name), column] for kind in KINDS]
+            ax.bar([i + j * width for i in range(len(KINDS))], values, width, color=f"C{j + len(KINDS)}",
+                   label=ref.label)
     for ax, title in zip(axes, ("(L_trained - L_ref) / L_ref", "cosine of ∂ŷ/∂x_q with the reference's")):
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(MODELS))], [LABELS[m] for m in MODELS], fontsize=7)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(KINDS))], [k.label for k in KINDS], fontsize=7)
         ax.set_title(title)
     axes[1].set_ylim(min(0.8, float(comparison["cos_sensitivity"].min()) - 0.02), 1.005)
     axes[0].axhline(0, color="k", lw=0.6)
@@ -318,18 +283,18 @@ def figures(tables: dict[str, list[dict[str, Any]]], seeds: list[int]) -> list[t
 
     order = pd.DataFrame(tables["order"]).groupby("model", sort=False)["order_sensitivity"].mean()
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
-    shown = [*MODELS, *REFERENCES]
-    ax.bar(range(len(shown)), [order[m] for m in shown], color=[f"C{i}" for i in range(len(shown))])
-    ax.set_xticks(range(len(shown)), [LABELS[m] for m in shown], rotation=35, ha="right", fontsize=7)
+    shown = [*KINDS, *REFERENCES]
+    ax.bar(range(len(shown)), [order[m.name] for m in shown], color=[f"C{i}" for i in range(len(shown))])
+    ax.set_xticks(range(len(shown)), [m.label for m in shown], rotation=35, ha="right", fontsize=7)
     ax.set(ylabel="mean |ŷ(permuted) - ŷ| / mean |ŷ|", title="order sensitivity (batch learners: 0)")
     fig.tight_layout()
     out.append(("order", fig))
 
     line = pd.DataFrame(tables["interpolation"]).groupby(["model", "alpha"], sort=False)["loss"].mean()
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for i, name in enumerate(MODELS):
-        part = line.loc[name]
-        ax.plot(part.index, part.values, "o-", color=f"C{i}", label=f"{LABELS[name]} → {LABELS[ALGORITHM[name]]}")
+    for i, kind in enumerate(KINDS):
+        part = line.loc[kind.name]
+        ax.plot(part.index, part.values, "o-", color=f"C{i}", label=f"{kind.label} → {REFERENCE[kind.algorithm].label}")
     ax.set(xlabel="α (0: trained, gauge-fixed; 1: construction)", ylabel="test loss",
            title="from the trained layer to its construction")
     ax.legend(fontsize=6.5)

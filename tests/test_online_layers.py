@@ -1,6 +1,7 @@
-"""The online-layers study and what it is built from: the trained layers are the library's layers, the online
-references and their loss per position, the order sensitivity, the interpolation to a construction, the population
-loss of online GD against Monte Carlo, and the docs page's example."""
+"""The online-layers study and what it is built from: its table of layer kinds (each construction runs its
+reference's algorithm), the trained layers are the library's layers, the online references and their loss per
+position, the order sensitivity, the interpolation to a construction, the population loss of online GD against
+Monte Carlo, and the docs page's example."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_toke
                                       predictions_per_token)
 from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
 from icl_gd.regression.population.online import population_nlms_of_task, population_online_gd_of_task
-from icl_gd.regression.online.references import (NormalisedLMSPredictor, OnlineGDPredictor, loss_per_position,
-                                                 tune_online_gd)
+from icl_gd.regression.online.references import (REFERENCE, REFERENCES, NormalisedLMSPredictor, OnlineGDPredictor,
+                                                 loss_per_position, tune_online_gd)
 from icl_gd.regression.online.order import order_sensitivity, permuted_contexts
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream, UniformInputs
 from icl_gd.regression.tokens import ConcatLayout
@@ -50,9 +51,15 @@ def tiny_run(tmp_path_factory):
     return run("online-layers", out / "run", overrides=list(study.tiny), seeds=1, threads=1, figures=True).path
 
 
-def test_tiny_run_writes_every_table_metric_and_figure(tiny_run):
-    from icl_gd.studies.online_layers import MODELS, REFERENCES
+def _names():
+    """(the trained kinds' names, the references' names), read from the tables."""
+    from icl_gd.studies.online_layers import KINDS
 
+    return tuple(k.name for k in KINDS), tuple(r.name for r in REFERENCES)
+
+
+def test_tiny_run_writes_every_table_metric_and_figure(tiny_run):
+    MODELS, REFERENCES = _names()
     mean = json.loads((tiny_run / "metrics.json").read_text())["mean"]
     for name in (*MODELS, *REFERENCES):
         assert f"loss_{name}" in mean and f"order_sensitivity_{name}" in mean, name
@@ -85,13 +92,35 @@ def test_interpolation_starts_at_the_trained_layer_and_ends_at_its_construction(
     c², changes it); α = 1 is the construction, whose loss is its algorithm's."""
     import pandas as pd
 
+    from icl_gd.studies.online_layers import KINDS
+
     mean = json.loads((tiny_run / "metrics.json").read_text())["mean"]
     line = pd.read_csv(tiny_run / "interpolation.csv")
-    for name, algorithm in (("delta_rule", "online_gd"), ("delta_rule_nlms", "nlms"), ("gated_delta_rule", "online_gd"),
-                            ("mesa", "ridge")):
-        part = line[line["model"] == name].set_index("alpha")["loss"]
-        assert part[0.0] == pytest.approx(mean[f"loss_{name}"], rel=1e-5), name
-        assert part[1.0] == pytest.approx(mean[f"loss_{algorithm}"], rel=1e-5), name
+    assert set(line["model"]) == {kind.name for kind in KINDS}
+    for kind in KINDS:
+        part = line[line["model"] == kind.name].set_index("alpha")["loss"]
+        assert part[0.0] == pytest.approx(mean[f"loss_{kind.name}"], rel=1e-5), kind.name
+        assert part[1.0] == pytest.approx(mean[f"loss_{kind.algorithm}"], rel=1e-5), kind.name
+
+
+def test_every_kind_s_construction_runs_its_reference_and_its_trained_module_interpolates():
+    """Each entry of the table is consistent without a run: its construction, run by its layer, predicts as its
+    reference's predictor at the same parameter (a kind paired with the wrong algorithm or construction fails), and
+    its trained module's weights are the ones its interpolation takes (α = 0 is the module itself)."""
+    from icl_gd.studies.online_layers import KINDS, OnlineLayersModelConfig
+
+    _, tokens = _tokens(64)
+    assert len({kind.name for kind in KINDS}) == len(KINDS)
+    for kind in KINDS:
+        reference = REFERENCE[kind.algorithm]
+        assert reference.tune is not None, kind.name  # a construction needs a tuned parameter
+        constructed = kind.construction(LAYOUT, 0.4)
+        assert torch.allclose(kind.layer(constructed)(tokens), reference.predictor(LAYOUT, 0.4)(tokens),
+                              rtol=1e-10, atol=1e-12), kind.name
+        model = kind.trained(OnlineLayersModelConfig(), LAYOUT, 3).double()
+        with torch.no_grad():
+            assert torch.allclose(kind.between(model, constructed, 0.0)(tokens), model(tokens), rtol=1e-9,
+                                  atol=1e-12), kind.name
 
 
 def test_every_online_claim_reads_the_tiny_run(tiny_run):
@@ -137,6 +166,15 @@ def test_online_gd_loss_per_position_equals_online_gd_after_every_token():
     measured = loss_per_position(OnlineGDPredictor(LAYOUT, eta), tokens, batch.y_query)
     assert len(measured) == TASK.n_context
     assert torch.allclose(torch.tensor(measured, dtype=torch.float64), expected, rtol=1e-12, atol=0)
+
+
+def test_the_step_size_tuner_finds_a_minimum_over_log_eta_and_refuses_when_no_loss_is_finite():
+    from icl_gd.core.errors import DivergenceError
+    from icl_gd.regression.tuning import tune_step_size
+
+    assert tune_step_size(lambda eta: (eta.log() - math.log(0.3)).pow(2).sum(), 1.0) == pytest.approx(0.3)
+    with pytest.raises(DivergenceError, match="no finite loss"):
+        tune_step_size(lambda eta: (eta * float("nan")).sum(), 1.0)
 
 
 def test_tuned_online_gd_step_is_near_the_population_optimum():

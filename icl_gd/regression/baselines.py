@@ -6,6 +6,10 @@ trained one and explicit GD are compared by one loop (and differentiated by one 
 sensitivities). The GD and GD++ references (``GDPredictor``, ``GDPPPredictor``) compute in float64 whatever the
 tokens' dtype (ŷ is returned in it): the reference is the yardstick, so its numbers carry no float32 round-off,
 whose size grows with the step sizes (tuned per-step η reach the hundreds at K = 4).
+
+Ridge regression's direct solve (``ridge_solve``) is the one both ``RidgePredictor`` and the ridge weights on every
+prefix (``icl_gd.regression.online.algorithms.ridge_weights_per_prefix``) use; its λ is tuned on a grid
+(``tune_ridge``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from torch import nn
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.gd import GDPPParams, gd_predict, gdpp_predictions_per_step
+from icl_gd.regression.metrics import query_loss
+from icl_gd.regression.tasks import RegressionBatch
 from icl_gd.regression.tokens import ConcatLayout
+
+RIDGE_GRID = tuple(10.0 ** (k / 4) for k in range(-32, 9))  # λ from 1e-8 to 100, four per decade
 
 
 class ContextLayout(Protocol):
@@ -103,8 +111,15 @@ class LeastSquaresPredictor(nn.Module):
         return (xq[:, None, :] @ w)[:, 0]
 
 
+def ridge_solve(gram: torch.Tensor, moment: torch.Tensor, lam: float) -> torch.Tensor:
+    """Ridge regression's weights (G + λ I)⁻¹ M (..., d, k), by a direct solve, from the Gram G = Σ x xᵀ
+    (..., d, d) and the moment M = Σ x yᵀ (..., d, k) of a context (k = d_y)."""
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    return torch.linalg.solve(gram + lam * eye, moment)
+
+
 class RidgePredictor(nn.Module):
-    """Ridge regression: w = (XᵀX + λ I)⁻¹ Xᵀ y."""
+    """Ridge regression: w = (XᵀX + λ I)⁻¹ Xᵀ y (``ridge_solve``)."""
 
     def __init__(self, layout: ContextLayout, lam: float) -> None:
         super().__init__()
@@ -115,9 +130,20 @@ class RidgePredictor(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x, y, xq = self.layout.split(tokens)
-        eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
-        w = torch.linalg.solve(x.transpose(1, 2) @ x + self.lam * eye, x.transpose(1, 2) @ y)
+        w = ridge_solve(x.transpose(1, 2) @ x, x.transpose(1, 2) @ y, self.lam)  # (B, d, d_y)
         return (xq[:, None, :] @ w)[:, 0]
+
+
+def tune_ridge(x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor,
+               grid: Sequence[float] = RIDGE_GRID) -> float:
+    """The λ of ``grid`` whose ridge regression has the least mean query loss on the given (held-out) tasks x
+    (B, N, d), y (B, N, d_y), x_query (B, d), y_query (B, d_y)."""
+    layout = ConcatLayout(x.shape[-1], y.shape[-1])
+    tokens = layout.tokens(RegressionBatch(torch.cat([x, x_query[:, None]], 1), torch.cat([y, y_query[:, None]], 1),
+                                           x.new_zeros(0)))
+    with torch.no_grad():
+        losses = [float(query_loss(RidgePredictor(layout, lam)(tokens), y_query)) for lam in grid]
+    return grid[min(range(len(grid)), key=losses.__getitem__)]
 
 
 class ZeroPredictor(nn.Module):

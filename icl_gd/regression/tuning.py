@@ -1,11 +1,13 @@
 """Step sizes of GD and GD++ tuned on held-out tasks: batched L-BFGS (float64) from several starts, and for GD++ a
-stability guard against schedules at the edge of stability (``icl_gd.regression.gd``'s module docstring).
+stability guard against schedules at the edge of stability (``icl_gd.regression.gd``'s module docstring). The same
+L-BFGS tunes any one step size over log η (``tune_step_size``: the online learners').
 
 Shapes as in ``icl_gd.regression.gd``: B tasks, N context pairs, d inputs, d_y outputs, K steps.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -178,6 +180,29 @@ def _lbfgs(
     if not all(torch.isfinite(p).all() for p in found):
         raise DivergenceError("tuning GD/GD++ step sizes diverged (non-finite η or γ)")
     return found
+
+
+def tune_step_size(loss: Callable[[torch.Tensor], torch.Tensor], start: float, max_iter: int = 100) -> float:
+    """The η > 0 minimising ``loss(η)`` (a differentiable float64 function of η, a tensor of one entry): ``_lbfgs``
+    over log η from ``start`` (tolerances 1e-12 on the gradient, 1e-15 on the change), then the better of the start
+    and the result (DivergenceError when neither is finite). Over log η, η stays positive without a constraint."""
+
+    def log_loss(params: list[torch.Tensor], part: slice) -> torch.Tensor:
+        return loss(params[0].exp())  # ``part`` unused: n_tasks = n_steps = 1 is one pass, the loss takes every task
+
+    candidates = [start]
+    try:
+        (log_eta,) = _lbfgs(log_loss, [[math.log(start)]], max_iter, tolerance_grad=1e-12, tolerance_change=1e-15,
+                            n_tasks=1, n_steps=1)
+        candidates.append(float(log_eta.exp()))
+    except DivergenceError:
+        pass  # a non-finite log η is no candidate; the start still is
+    with torch.no_grad():
+        values = [float(loss(torch.tensor(c, dtype=torch.float64))) for c in candidates]
+    finite = [(v, c) for v, c in zip(values, candidates) if math.isfinite(v) and math.isfinite(c)]
+    if not finite:
+        raise DivergenceError("tuning an online learner's step size: no finite loss")
+    return min(finite)[1]
 
 
 # L-BFGS runs per GD++ descent: each restarts from the previous one's best point (a fresh curvature memory)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +45,10 @@ from icl_gd.core.errors import ConfigError, ICLGDError
 from icl_gd.core.progress import phased
 from icl_gd.regression.algorithms import (NewtonPredictor, PreconditionedGDPredictor, descent_step_size,
                                           match_layers, probe_set, run_algorithms, tune_preconditioner)
-from icl_gd.regression.baselines import GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor
+from icl_gd.regression.baselines import (GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor,
+                                        tune_ridge)
 from icl_gd.regression.evaluation import EvalSet, Scored, score
-from icl_gd.regression.metrics import predictions_and_sensitivities_of, query_loss
+from icl_gd.regression.metrics import predictions_and_sensitivities_of
 from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
 from icl_gd.regression.tokens import ConcatLayout
@@ -56,7 +57,6 @@ from icl_gd.regression.tuning import tune_gd, tune_gdpp
 CALLS = ("arguments", "concat", "interleaved")
 COLUMNS = ["layer", "reference", "steps", "loss", "loss_reference", "pred_diff", "cos_sensitivity",
            "sensitivity_diff", "sim_errors", "sim_weights", "parameters"]
-RIDGE_GRID = tuple(10.0 ** (k / 4) for k in range(-32, 9))  # λ from 1e-8 to 100, four per decade
 
 
 # ---------------------------------------------------------------------------------------------------- calls
@@ -268,17 +268,6 @@ class Reference:
 
 
 # ---------------------------------------------------------------------------------------------------- references
-def tune_ridge(x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor,
-               grid: Sequence[float] = RIDGE_GRID) -> float:
-    """The λ of ``grid`` whose ridge regression has the least mean query loss on the given (held-out) tasks."""
-    layout = ConcatLayout(x.shape[-1], y.shape[-1])
-    tokens = layout.tokens(RegressionBatch(torch.cat([x, x_query[:, None]], 1), torch.cat([y, y_query[:, None]], 1),
-                                           x.new_zeros(0)))
-    with torch.no_grad():
-        losses = [float(query_loss(RidgePredictor(layout, lam)(tokens), y_query)) for lam in grid]
-    return grid[min(range(len(grid)), key=losses.__getitem__)]
-
-
 @phased("tuning the references")
 def tuned_references(task: LinearRegressionTask, config: CompareConfig, n_tune: int = 2048, seed: int = 2023,
                      device: torch.device | str = "cpu") -> tuple[list[Reference], dict[str, Any]]:

@@ -1,6 +1,7 @@
 """Online learners of in-context regression: one pass over the context pairs, in order, each pair seen once. These
-are the algorithms the fast-weight layers of ``icl_gd.regression.online.delta_rule`` and ``icl_gd.regression.online.mesa`` run
-(their constructions and float64 checks: ``icl_gd.constructions.delta_rule``, ``icl_gd.constructions.mesa``).
+are the algorithms the fast-weight layers of ``icl_gd.regression.online.delta_rule`` and
+``icl_gd.regression.online.mesa`` run (their constructions and float64 checks: ``icl_gd.constructions.delta_rule``,
+``icl_gd.constructions.mesa``).
 
 Shapes: B tasks, N context pairs (one token each), d inputs, d_y outputs, n steps per token. W: (B, d_y, d), ŷ = W x_q.
 Each learner returns its weights after every prefix of the context, W_0 = 0 (nothing seen) to W_N: (N+1, B, d_y, d).
@@ -15,7 +16,8 @@ a context of that one pair (its 1/N is then 1).
   With α = 1 and n = 1 this is plain online GD, W_t = W_{t-1} - η_t (W_{t-1} x_t - y_t) x_tᵀ.
 - Normalised LMS: online GD with the step η / ‖x_t‖², W_t = W_{t-1} + η (y_t - W_{t-1} x_t) x_tᵀ / ‖x_t‖².
 - Ridge regression on every prefix, by a direct solve: W_t = (Σ_{s≤t} y_s x_sᵀ)(Σ_{s≤t} x_s x_sᵀ + λ I)⁻¹, the
-  minimiser of Σ_{s≤t} ℓ_s(W) + (λ/2)‖W‖²_F (recursive least squares reaches the same W_t pair by pair).
+  minimiser of Σ_{s≤t} ℓ_s(W) + (λ/2)‖W‖²_F (recursive least squares reaches the same W_t pair by pair); the
+  solve is ``baselines.ridge_solve``, ``RidgePredictor``'s.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 
 from icl_gd.core.config import require_positive, require_positive_int
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression.baselines import ridge_solve
 from icl_gd.regression.gd import regression_gradient
 
 
@@ -94,8 +97,7 @@ def ridge_weights_per_prefix(x: torch.Tensor, y: torch.Tensor, lam: float) -> to
     B, N, d = x.shape
     grams = torch.cumsum(x[..., :, None] * x[..., None, :], dim=1)  # (B, N, d, d): Σ_{s≤t} x_s x_sᵀ
     cross = torch.cumsum(y[..., :, None] * x[..., None, :], dim=1)  # (B, N, d_y, d): Σ_{s≤t} y_s x_sᵀ
-    eye = torch.eye(d, dtype=x.dtype, device=x.device)
-    W = torch.linalg.solve(grams + lam * eye, cross.transpose(-1, -2)).transpose(-1, -2)  # the Gram is symmetric
+    W = ridge_solve(grams, cross.transpose(-1, -2), lam).transpose(-1, -2)  # the Gram is symmetric
     return torch.cat([x.new_zeros(1, B, y.shape[-1], d), W.transpose(0, 1)])
 
 

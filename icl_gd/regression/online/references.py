@@ -1,25 +1,28 @@
-"""Online learners as references: online GD and normalised LMS (``icl_gd.regression.online.algorithms``) answering the one
-predictor call (tokens (B, N+1, D) in, ŷ (B, d_y) out), their step sizes tuned on held-out tasks, and the query
-loss after every prefix of the context for any predictor.
+"""Online learners as references: online GD and normalised LMS (``icl_gd.regression.online.algorithms``) answering
+the one predictor call (tokens (B, N+1, D) in, ŷ (B, d_y) out), their step sizes tuned on held-out tasks, the query
+loss after every prefix of the context for any predictor, and the table of the learners a trained fast-weight layer
+is measured against (``REFERENCES``: these two, ridge, one batch GD step and least squares, each with its tuning).
 
-The step size is tuned as ``icl_gd.regression.tuning.tune_gd`` tunes GD's: the η minimising the mean query loss on
-the held-out tasks, by L-BFGS (float64, strong Wolfe), here over log η (η > 0). Shapes: B tasks, N context pairs,
-d inputs, d_y outputs.
+The step size is tuned by ``tune_gd``'s L-BFGS (``icl_gd.regression.tuning.tune_step_size``): the η minimising the
+mean query loss on the held-out tasks (float64, strong Wolfe), here over log η (η > 0). Shapes: B tasks, N context
+pairs, d inputs, d_y outputs.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from icl_gd.core.errors import DivergenceError
-from icl_gd.regression.baselines import ContextLayout
+from icl_gd.regression.baselines import (ContextLayout, GDPredictor, LeastSquaresPredictor, RidgePredictor,
+                                         tune_ridge)
+from icl_gd.regression.gd import optimal_one_step_eta
 from icl_gd.regression.metrics import Predictor, query_loss
 from icl_gd.regression.online.algorithms import (normalised_lms_weights_per_token, online_gd_weights_per_token,
-                                      predictions_per_token)
+                                                 predictions_per_token)
+from icl_gd.regression.tuning import tune_step_size
 
 
 class OnlineGDPredictor(nn.Module):
@@ -57,29 +60,6 @@ class NormalisedLMSPredictor(nn.Module):
         return self.predictions_per_token(tokens)[-1]
 
 
-def tune_step_size(loss: Callable[[torch.Tensor], torch.Tensor], start: float, max_iter: int = 100) -> float:
-    """The η > 0 minimising ``loss(η)`` (a differentiable float64 function of a 0-d tensor): L-BFGS over log η
-    from ``start``, then the better of the start and the result (DivergenceError when neither is finite)."""
-    log_eta = torch.tensor(math.log(start), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([log_eta], lr=1.0, max_iter=max_iter, line_search_fn="strong_wolfe",
-                            tolerance_grad=1e-12, tolerance_change=1e-15)
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        value = loss(log_eta.exp())
-        value.backward()
-        return value
-
-    opt.step(closure)
-    candidates = [start, float(log_eta.detach().exp())]
-    with torch.no_grad():
-        values = [float(loss(torch.tensor(c, dtype=torch.float64))) for c in candidates]
-    finite = [(v, c) for v, c in zip(values, candidates) if math.isfinite(v) and math.isfinite(c)]
-    if not finite:
-        raise DivergenceError("tuning an online learner's step size: no finite loss")
-    return min(finite)[1]
-
-
 def tune_online_gd(x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor) -> float:
     """Online GD's η minimising the mean query loss on the given (held-out) tasks x (B, N, d), y (B, N, d_y),
     x_query (B, d), y_query (B, d_y); from η = 1 / mean ‖x‖² (about the population optimum, 1/(E‖x‖² + 2σ²),
@@ -100,6 +80,46 @@ def tune_normalised_lms(x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor,
         return query_loss(predictions_per_token(normalised_lms_weights_per_token(x, y, eta), x_query)[-1], y_query)
 
     return tune_step_size(loss, 0.5)
+
+
+# ---------------------------------------------------------------------------------------------------- the table
+Tuner = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], float]
+
+
+@dataclass(frozen=True)
+class ReferenceLearner:
+    """A learner the trained layers are measured against: ``name`` (in metrics and tables), ``label`` (in figures),
+    its predictor at its tuned parameter (``predictor(layout, parameter)``, the parameter None where nothing is
+    tuned), how that parameter is tuned (``tune(x, y, x_query, y_query)`` on held-out tasks) and the metric it is
+    recorded as (``parameter``). ``online``: it reads the context in order, so its order sensitivity is the
+    learner's own (a batch learner's is round-off)."""
+
+    name: str
+    label: str
+    predictor: Callable[[ContextLayout, float | None], nn.Module]
+    tune: Tuner | None = None
+    parameter: str | None = None
+    online: bool = False
+
+
+REFERENCES = (
+    ReferenceLearner("online_gd", "online GD (η tuned)", OnlineGDPredictor, tune_online_gd, "eta_online_gd",
+                     online=True),
+    ReferenceLearner("nlms", "normalised LMS (η tuned)", NormalisedLMSPredictor, tune_normalised_lms, "eta_nlms",
+                     online=True),
+    ReferenceLearner("ridge", "ridge (λ tuned)", RidgePredictor, tune_ridge, "lambda_ridge"),
+    ReferenceLearner("gd", "one batch GD step (η tuned)", lambda layout, eta: GDPredictor(layout, [eta]),
+                     optimal_one_step_eta, "eta_gd"),
+    ReferenceLearner("least_squares", "least squares", lambda layout, _: LeastSquaresPredictor(layout)),
+)
+REFERENCE = {r.name: r for r in REFERENCES}
+
+
+def tuned_parameters(x: torch.Tensor, y: torch.Tensor, x_query: torch.Tensor, y_query: torch.Tensor
+                     ) -> dict[str, float]:
+    """{name: parameter} of every reference with one to tune, tuned on the given (held-out) tasks x (B, N, d),
+    y (B, N, d_y), x_query (B, d), y_query (B, d_y), in the table's order."""
+    return {r.name: r.tune(x, y, x_query, y_query) for r in REFERENCES if r.tune is not None}
 
 
 # ---------------------------------------------------------------------------------------------------- per prefix
