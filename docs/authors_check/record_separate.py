@@ -4,7 +4,7 @@ layers) into ``icl_gd/claims/authors_values.json``, one record per claim, with i
     python docs/authors_check/record_separate.py /tmp/ac/sep5_s1.json
 
 Run by hand after the driver, with icl-gd's python (no JAX needed). The statistics are the claims' own
-(``icl_gd/claims/registry/von_oswald.py``): the signed loss gap to 5 GD steps, the absolute loss gap to GD++
+(``icl_gd/claims/registry/von_oswald_models.py``): the signed loss gap to 5 GD steps, the absolute loss gap to GD++
 and the sensitivity cosine with GD++, GD++ tuned their way (``pre_train_gd_hps``, 30 000 Adam steps). The L-BFGS
 claims (``vo-deep-separate-gdpp-loss``, ``vo-deep-separate-gdpp-aligned``) get no record: their code has no such
 tuning.

@@ -17,7 +17,8 @@ and the paper's γ come from the claim's registry entry):
   the largest |γ(N) - γ_paper(N)| / γ_paper(N), γ read off their trained layer by icl-gd's read-off (the driver's
   ``read_off``). A seed missing one of the four N gets no value; its γs are printed.
 
-The statistics are the claims' own (``icl_gd/claims/registry/von_oswald.py``).
+The statistics are the claims' own (declared in ``icl_gd/claims/registry/von_oswald_models.py``, the fixed task
+sets' in ``icl_gd/claims/registry/von_oswald_one_layer.py``).
 """
 
 from __future__ import annotations
