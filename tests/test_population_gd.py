@@ -225,8 +225,10 @@ def test_the_docs_page_example_runs_and_prints_the_default_numbers(capsys, tmp_p
     runpy.run_path(str(tmp_path / "example.py"))
     printed = capsys.readouterr().out
     lines = printed.splitlines()
-    assert lines[0] == "eta* = 6.060606, loss = 0.206229"
-    assert lines[1] == "eta* = 0.476190, loss = 2.619048"
+    # the closed forms at d = N = 10 (the module docstring): uniform η* = 120/19.8, E L = (10/24)·9.8/19.8;
+    # Gaussian η* = N/(N + d + 1) = 10/21, E L = ½ d (d + 1)/(N + d + 1) = 55/21
+    assert lines[0] == f"eta* = {120 / 19.8:.6f}, loss = {10 / 24 * 9.8 / 19.8:.6f}"
+    assert lines[1] == f"eta* = {10 / 21:.6f}, loss = {55 / 21:.6f}"
     assert float(lines[2]) > 0
 
 
