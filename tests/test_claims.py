@@ -12,13 +12,14 @@ import pytest
 
 from icl_gd.claims import (ALL_CHECKS, CLAIMS, CONSTRUCTION_CHECKS, Claim, Direction, Kind, SeedEvidence,
                                    Verdict, decide, evaluate_claim)
+from icl_gd.claims.figure import LossOnAxis
 from icl_gd.claims.claim import RunPlan
 from icl_gd.claims.statistics import (Difference, Least, Metric, OodGap, OverDraws, Ratio, RelGap,
                                                RolloutGap, RolloutRise, WorstDeviation, WorstIdentity)
 from icl_gd.claims.registry import VERIFY_STUDY
 from icl_gd.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
-from icl_gd.claims.summary import PageLinks
+from icl_gd.claims.links import PageLinks
 
 
 def _margin(claim: Claim) -> float:
@@ -99,6 +100,10 @@ def _write_run(run_dir: Path, claim: Claim, value: float) -> Path:
         _write_csv(run_dir / "depth.csv", rows)
     else:  # a new kind of statistic needs a builder here
         raise AssertionError(f"{claim.id}: no synthetic builder for {stat!r}")
+    figure = claim.figure.statistic if claim.figure else None
+    if isinstance(figure, LossOnAxis):  # the two losses behind a relative gap of ``value``, the reference at 0.2
+        mean.setdefault(figure.reference, 0.2)
+        mean.setdefault(figure.model, mean[figure.reference] * (1 + value))
     (run_dir / "metrics.json").write_text(json.dumps({"mean": mean, "std": {}, "seeds": {}}))
     return run_dir
 
@@ -329,8 +334,11 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
     write_report(tmp_path, results, header)
     md = (tmp_path / "report.md").read_text()
     # the construction check is reported in its own table, not counted in the claims' summary
+    # the headline counts the figure readings (here the same verdicts: the gaps are at a loss of 0.2), the stated
+    # tolerances' beside them
     assert "von Oswald et al. 2023: 3 claims judged: 1 hold, 1 fail, 1 inconclusive; 1 construction check: 1 hold" \
         in md
+    assert "at the stated tolerances: 1 hold, 1 fail, 1 inconclusive" in md
     assert "| vo-single-loss" not in md and "[vo-single-loss](runs/plan0_seed0)" in md
     assert "0.002 ± 0.001 (3 seeds, 95% CI [" in md and "< 0.02" in md
     assert "## Construction checks" in md and md.index("`vo-prop1-exact`") > md.index("## Construction checks")
@@ -347,10 +355,15 @@ def test_report_files_show_summary_table_and_embedded_figures(tmp_path, monkeypa
             and "(another set-up: not compared)" in md)
     # each paper's headline: its claims, the authors' code's verdicts beside ours, and who fails where
     # and by form: all three are 'matches or aligns' sentences; the inconclusive one has more seeds planned
-    assert ("**3 claims judged: 1 hold, 1 fail, 1 inconclusive (0 unsettled at their maximum of seeds, 1 with more "
-            "seeds planned); of the 3 'matches or aligns' sentences: 1 hold, 1 fail, 1 inconclusive; the authors' code "
-            "run for 1 of their conditions: the same verdict in 1; fail in both codes: none; fail only in icl-gd: none; "
-            "fail only in theirs: none.**") in md
+    # and the two readings: the stated tolerances beside the figures', the findings finer than a figure shows, and
+    # every fail's side (vo-sine's model 40% above its reference)
+    assert ("**3 claims judged as their figures show them: 1 hold, 1 fail, 1 inconclusive (0 unsettled at their "
+            "maximum of seeds, 1 with more seeds planned); of the 3 'matches or aligns' sentences: 1 hold, 1 fail, 1 "
+            "inconclusive; at the stated tolerances: 1 hold, 1 fail, 1 inconclusive; finer than the figure shows: 0 "
+            "sentences differ, of which 0 in the model's favour; the fails and their side: vo-sine: model worse: its "
+            "loss above the reference's; the authors' code run for 1 of their conditions (at the stated tolerances): "
+            "the same verdict in 1; fail in both codes: none; fail only in icl-gd: none; fail only in theirs: "
+            "none.**") in md
     page = (tmp_path / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 1 and 'id="claims-von-oswald"' in page
     assert '<span class="badge inconclusive">theirs: inconclusive</span>' in page

@@ -13,7 +13,7 @@ import pytest
 
 from icl_gd.claims import ALL_CHECKS
 from icl_gd.claims.gallery import PAPER_FIGURES, gallery_html, gallery_markdown
-from icl_gd.claims.summary import PageLinks
+from icl_gd.claims.links import PageLinks
 from icl_gd.claims.verdict import ClaimResult, Verdict
 
 

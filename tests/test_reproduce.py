@@ -139,7 +139,8 @@ def _report_with_figure(tmp_path: Path) -> Path:
     for spec in seed_specs(single.runs[0], quick=False):
         run = tmp_path / "runs" / (spec.run_id() + "__" + "a_very_long_override=" + "x" * 120)
         (run / "figures").mkdir(parents=True)
-        (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
+        (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004,
+                                                               "loss_trained": 0.2108, "loss_gd": 0.21}}))
         fig, ax = plt.subplots(figsize=(3, 2))
         ax.plot([0, 1], [1, 0])
         fig.savefig(run / "figures" / "loss_curves.png")
@@ -225,7 +226,8 @@ def _section_counts(block: str) -> list[tuple[tuple[int, ...], list[str]]]:
     parts and variants, are not counted)."""
     out = []
     for section in re.split(r"^### ", block, flags=re.M)[1:]:
-        head = re.search(r"^\*\*(\d+) (?:claims?|checks?)(?: judged)?: (\d+) holds?, (\d+) fails?, "
+        head = re.search(r"^\*\*(\d+) (?:claims?|checks?)(?: judged(?: as their figures show them)?)?: (\d+) holds?, "
+                         r"(\d+) fails?, "
                          r"(\d+) inconclusive(?:, (\d+) no valid reference)?(?: \([^)]*\))?[.;]", section, re.M)
         if head is None:  # the construction checks' section
             continue
@@ -352,7 +354,8 @@ def test_report_states_what_the_reused_runs_measured(tmp_path):
     for i, spec in enumerate(specs):
         run = tmp_path / "r" / "runs" / spec.run_id()
         run.mkdir(parents=True)
-        (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004}}))
+        (run / "metrics.json").write_text(json.dumps({"mean": {"loss_rel_gap_trained_vs_gd": 0.004,
+                                                               "loss_trained": 0.2108, "loss_gd": 0.21}}))
         if i in (1, 2):  # the others recorded no timings
             append_attempt(run, {"wall_s": 150.0 * i, "cpu_s": 120.0 * i, "outcome": "finished"})
         if i:  # seed 0 recorded no commit either (an older run)

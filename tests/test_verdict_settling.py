@@ -24,7 +24,8 @@ from icl_gd.claims.registry import CONSTRUCTION_CHECKS
 from icl_gd.claims.reproduction import Reproduction
 from icl_gd.claims.statistics import Metric
 from icl_gd.claims.summary import Sentence, by_form, primaries
-from icl_gd.claims.verdict import (ClaimResult, Spread, decide, draws_text, flip_point, judge_values,
+from icl_gd.claims.plan import draws_text
+from icl_gd.claims.verdict import (ClaimResult, Spread, decide, flip_point, judge_values,
                                    seeds_to_settle)
 
 BY_ID = {c.id: c for c in CLAIMS + CONSTRUCTION_CHECKS}
@@ -151,7 +152,12 @@ def test_seeds_that_share_a_test_draw_are_flagged(tmp_path):
     assert draws_text(claim, [own]).startswith("independent: each of the 3 seeds")
     # a claim over several plans is independent only when every plan's seeds are
     assert draws_text(claim, [own, own]).startswith("independent")
-    assert draws_text(claim, [own, shared]).startswith("partly shared: the seeds of plan 1 of 2")
+    assert draws_text(claim, [own, shared]).startswith("partly shared: 4 of 6 seed runs scored on draws of their "
+                                                       "own; plan 1: seeds 1, 2 of 3 reuse")
+    # seeds 1-2 on seed 0's draw, the others their own: partly shared, never "shared" (the 3 of 5 own are named)
+    mixed = [shared[0], shared[1], shared[2], *(_run_with_test_seed(tmp_path, f"m{i}", 2023 + i) for i in (3, 4))]
+    assert draws_text(claim, [mixed]).startswith("partly shared: 3 of 5 seed runs scored on draws of their own; "
+                                                 "seeds 1, 2 of 5 reuse an earlier seed's test draw")
     # a plan whose paper fixes the test split says why, whatever the runs
     dual = BY_ID["irie-table1-correct"]
     assert draws_text(dual, [own]).startswith("shared: the paper's fixed test split")

@@ -10,6 +10,7 @@ from enum import Enum
 
 from icl_gd.claims.estimates import SeedCost, seed_cost
 from icl_gd.claims.evidence import SeedEvidence
+from icl_gd.claims.figure import FigureReading
 from icl_gd.core.errors import ConfigError
 
 VERIFY_STUDY = "verify"  # the pseudo-study: every `icl-gd verify` identity, run in-process (seconds)
@@ -201,6 +202,7 @@ class Claim:
     form: Form = Form.READING
     parts: tuple[str, ...] = ()
     share: float | None = None
+    figure: FigureReading | None = None  # how the sentence reads on its figure (docs/verdicts.md), None: no figure
 
     def __post_init__(self) -> None:
         if self.share is not None and not 0 < self.share < 1:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from icl_gd.claims.summary import PageLinks, embedded_png
+from icl_gd.claims.links import PageLinks, embedded_png
 from icl_gd.claims.verdict import ClaimResult
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 

@@ -100,7 +100,7 @@ def seed_dirs(plan: RunPlan, root: Path, quick: bool) -> list[Path]:
     """The run directories a judgement reads for ``plan``: its declared seeds, then every further seed up to its
     maximum whose run finished (seeds added while a claim was unsettled), in seed order up to the first missing one.
     Where a seed's run with a test draw of its own has not finished but its run from before seeds drew their own
-    has, that one is read (its config says which draw it used: ``verdict.draws_text``)."""
+    has, that one is read (its config says which draw it used: ``draws_text``)."""
     def seed_dir(seed: int) -> Path:
         own = root / "runs" / seed_spec(plan, quick, seed).run_id()
         before = root / "runs" / seed_spec(plan, quick, seed, own_draw=False).run_id()
@@ -119,6 +119,38 @@ def plan_dirs(claim: Claim, root: Path, quick: bool) -> list[list[Path]]:
     """Each of the claim's plans' seed run directories under ``root/runs`` (``seed_dirs``)."""
     return [[root / "runs" / VERIFY_DIR] if plan.study == VERIFY_STUDY else seed_dirs(plan, root, quick)
             for plan in claim.runs]
+
+
+def draws_text(claim: Claim, per_plan: Sequence[Sequence[Path]]) -> str:
+    """Whether the seeds' runs were scored on test draws of their own, read from each plan's runs' ``config.json``
+    (``evaluation.test_seed``), one list of seed directories per plan; "" where the study draws no test tasks from a
+    seed. A seed shares a draw when an earlier seed of its plan was scored on the same ``test_seed``."""
+    if claim.shared_draw:
+        return f"shared: {claim.shared_draw}"
+    plans = []
+    for dirs in per_plan:
+        try:
+            seeds = [read_json(Path(d) / "config.json")["config"]["evaluation"]["test_seed"] for d in dirs]
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        if len(seeds) >= 2:
+            plans.append(seeds)
+    if not plans:
+        return ""
+    reused = [[k for k, s in enumerate(seeds) if seeds.index(s) != k] for seeds in plans]
+    n, first = len(plans[0]), plans[0][0]
+    if not any(reused):
+        return f"independent: each of the {n} seeds scored on its own test draw (test_seed {first}, ...)"
+    if len(plans) == 1 and len(set(plans[0])) == 1:
+        return (f"shared: the {n} seeds were scored on the same test tasks (test_seed {first}); the interval is over "
+                "training seeds only")
+    where = [f"{'plan ' + str(i) + ': ' if len(plans) > 1 else ''}seed{'s' if len(r) > 1 else ''} "
+             f"{', '.join(map(str, r))} of {len(plans[i])} reuse an earlier seed's test draw"
+             for i, r in enumerate(reused) if r]
+    own = sum(len(set(seeds)) for seeds in plans)
+    total = sum(len(seeds) for seeds in plans)
+    return (f"partly shared: {own} of {total} seed runs scored on draws of their own; {'; '.join(where)}; the "
+            "interval counts them as replicates")
 
 
 def plan_key(spec: RunSpec) -> tuple:

@@ -16,16 +16,18 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.claims.claim import Claim
 from icl_gd.claims.evidence import MissingEvidence
-from icl_gd.claims.verdict import ClaimResult, Spread, Verdict, check_seeds, draws_text, judge_values
+from icl_gd.claims.verdict import (ClaimResult, FigureResult, Spread, Verdict, check_seeds,
+                                   evaluate_claim, figure_of, judge_values, read_on_figure)
 from icl_gd.claims.registry import ALL_CHECKS
-from icl_gd.claims.evidence import seed_evidence
-from icl_gd.claims.plan import plan_dirs
+from icl_gd.claims.evidence import SeedEvidence, seed_evidence
+from icl_gd.claims.plan import draws_text, plan_dirs
 from icl_gd.claims.report import Judgement, ReportHeader
 
 
@@ -84,20 +86,34 @@ def load_claims_json(path: Path) -> Rejudged:
     root = runs_root(path, str(data["command"]))
     by_id = {e["id"]: e for e in entries}
     results, changed = [], []
-    for claim in (c for c in ALL_CHECKS if c.id in by_id):  # registry order, as a reproduction writes them
-        entry = by_id[claim.id]
+    for claim in ALL_CHECKS:  # registry order, as a reproduction writes them
+        entry = by_id.get(claim.id)
+        evidence = kept_evidence(claim, root, quick)
+        if entry is None:  # a claim the table predates: measured from the kept runs where they are all there
+            if evidence is None:
+                continue
+            result = evaluate_claim(claim, evidence, quick, _draws(claim, evidence))
+            changed.append((claim.id, "not in the table", result.verdict.value))
+            results.append(result)
+            continue
         values = tuple(_value(v, f"--rejudge {path}: {claim.id} values") for v in entry.get("values") or ())
         recorded = entry.get("measures")
-        if values and recorded and recorded != claim.measures:  # another statistic: its values cannot be judged
+        if values and recorded and recorded != claim.measures and evidence is not None:
+            # another statistic: read from the runs
+            kept = evidence[:len(values)]
+            result = evaluate_claim(claim, kept, quick, _draws(claim, kept))
+        elif values and recorded and recorded != claim.measures:  # another statistic and no runs to read it from
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, f"its values measure {recorded}, not today's "
                                  "statistic: rerun its runs", tuple(Path(r) for r in entry.get("runs") or ()))
         elif values:
             failed, problem, checked, run_dirs, details = _tests(claim, entry, root, quick)
             verdict, note = judge_values(claim, values, failed, problem, quick, planned=True)
             per_plan = [d[:len(values)] for d in plan_dirs(claim, root, quick)] if root is not None else []
-            draws = str(entry.get("draws") or "") or draws_text(claim, per_plan)
+            draws = draws_text(claim, per_plan) or str(entry.get("draws") or "")  # the runs' configs first
+            figure = (figure_of(claim, evidence[:len(values)], failed, problem, quick) if evidence is not None
+                      else _recorded_figure(claim, entry, failed, problem, quick))
             result = ClaimResult(claim, verdict, Spread(values, log=claim.log_scale), note, run_dirs, failed,
-                                 checked, details, quick, draws)
+                                 checked, details, quick, draws, figure)
         else:
             result = ClaimResult(claim, Verdict.INCONCLUSIVE, None, entry.get("note") or "no value measured",
                                  tuple(Path(r) for r in entry.get("runs") or ()))
@@ -108,6 +124,31 @@ def load_claims_json(path: Path) -> Rejudged:
                           wall_s=float(data.get("wall_seconds") or 0.0),
                           runs_measured=str(data.get("runs_measured") or ""))
     return Rejudged(Judgement(tuple(results), header), tuple(changed), root)
+
+
+def kept_evidence(claim: Claim, root: Path | None, quick: bool) -> list[SeedEvidence] | None:
+    """Every seed's evidence of ``claim`` from the kept runs under ``root``, None when one of its runs is missing."""
+    if root is None:
+        return None
+    per_plan = plan_dirs(claim, root, quick)
+    if not all((d / "metrics.json").is_file() for plan in per_plan for d in plan):
+        return None
+    return seed_evidence(per_plan)
+
+
+def _draws(claim: Claim, evidence: Sequence[SeedEvidence]) -> str:
+    return draws_text(claim, [[e.run_dirs[p] for e in evidence] for p in range(len(claim.runs))])
+
+
+def _recorded_figure(claim: Claim, entry: dict, failed: tuple[tuple[int, str], ...], problem: str, quick: bool
+                     ) -> FigureResult | None:
+    """The figure reading from the values a claims.json recorded (its ``figure`` entry), when the runs are gone."""
+    recorded = entry.get("figure") or {}
+    if claim.figure is None or not recorded.get("values"):
+        return None
+    values = [_value(v, f"{claim.id} figure values") for v in recorded["values"]]
+    signed = [_value(v, f"{claim.id} signed values") for v in recorded.get("signed_values") or ()]
+    return read_on_figure(claim, values, signed, failed, problem, quick)
 
 
 def runs_root(path: Path, command: str) -> Path | None:

@@ -12,7 +12,9 @@ from icl_gd.claims.report_markdown import (CONSTRUCTION_HEADING, HEADLINE_END, H
                                            README_START, headline_block, readme_block, readme_claims_json,
                                            render_markdown)
 from icl_gd.claims.gallery import gallery_html, gallery_markdown
-from icl_gd.claims.summary import (AGREEMENT_RULE, PageLinks, ReportHeader, claims_only, claims_summary, comparison,
+from icl_gd.claims.links import PageLinks
+from icl_gd.claims.readings import figure_text, precision_text
+from icl_gd.claims.summary import (AGREEMENT_RULE, ReportHeader, claims_only, claims_summary, comparison,
                                    construction_checks, sentence_of, summary_json, value_text)
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
 from icl_gd.core.errors import ConfigError
@@ -95,6 +97,22 @@ def _interval_json(spread: Spread | None) -> dict | None:
     return {"low": spread.interval[0], "high": spread.interval[1], "seeds": len(spread.values)}
 
 
+def _figure_json(r: ClaimResult) -> dict | None:
+    """The sentence as its figure shows it and at the measurement's precision (None: no figure reading)."""
+    f = r.figure
+    if f is None:
+        return None
+    return {"verdict": f.verdict.value, "note": f.note, "axis": f.reading.axis.text(), "measures": f.judged.measures,
+            "direction": f.judged.direction.value, "threshold": f.judged.threshold,
+            "values": list(f.spread.values) if f.spread else [], "mean": f.spread.mean if f.spread else None,
+            "interval": _interval_json(f.spread), "flip_point": f.flip.as_json() if f.flip else None,
+            "signed_measures": getattr(f.reading.signed, "measures", ""),
+            "signed_values": list(f.signed.values) if f.signed else [],
+            "signed_mean": f.signed.mean if f.signed else None, "signed_interval": _interval_json(f.signed),
+            "differs_at_precision": f.differs, "side": f.side, "text": figure_text(f),
+            "precision_text": precision_text(f)}
+
+
 def _claim_json(r: ClaimResult, links: PageLinks, results: Sequence[ClaimResult] = ()) -> dict:
     theirs, compared_ = comparison(r)
     kept = r.kept
@@ -132,6 +150,7 @@ def _claim_json(r: ClaimResult, links: PageLinks, results: Sequence[ClaimResult]
                          "difference": compared_.difference,
                          "interval": list(compared_.interval) if compared_.interval else None},
         "runs": links.runs(r),
+        "figure": _figure_json(r),
     } | ({"sentence": {"verdict": sentence.verdict.value, "form": sentence.form.value, "note": sentence.note}}
          if (sentence := sentence_of(r, results)).parts else {})
 

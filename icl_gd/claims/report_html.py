@@ -9,10 +9,12 @@ from pathlib import Path
 
 from icl_gd.claims.report_markdown import (CHECKS_INTRO, VARIANTS, departures_of, figures_of, rejudged_text,
                                            runs_text)
-from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
-                                   claims_summary, comparison, construction_checks, draws_note, embedded_png,
-                                   flip_text, other_setups_text, parts_of, section_line, sentence_of,
-                                   their_values, threshold_text, value_text, variants)
+from icl_gd.claims.links import PageLinks, embedded_png
+from icl_gd.claims.readings import counted_note, reading_lines
+from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, ReportHeader, claims_summary,
+                                   comparison, construction_checks, draws_note, flip_text,
+                                   other_setups_text, parts_of, section_line, sentence_of, their_values,
+                                   threshold_text, value_text, variants)
 from icl_gd.claims.kept import kept_text, quick_agreement
 
 
@@ -44,14 +46,15 @@ def _html_row(r: ClaimResult, links: PageLinks, with_authors: bool, sub: str = "
     esc = html.escape
     runs = links.runs(r)
     links = ", ".join(f'<a href="{esc(link)}">{esc(Path(link).name)}</a>' for link in runs)
-    note = f"<br><small>{esc(r.note)}</small>" if r.note else ""
     quote = f"<blockquote>\u201c{esc(r.claim.quote)}\u201d</blockquote>" if r.claim.quote and not variant else ""
     follows = f'<div class="details">set-up: {esc(r.claim.follows)}</div>' if r.claim.follows else ""
     details = f'<div class="details">runs: {links}</div>' if links else ""
     kind = {"ours": " " + _badge("ours", "kind"),
             "beyond": " " + _badge("beyond the papers", "kind")}.get(r.claim.kind.value, "")
     kind += " " + _badge(sub, "kind") if sub else ""
-    verdicts = _badge(r.verdict.value, r.verdict.value) + note
+    counted = r.headline_verdict.value  # the figure's reading where the claim has one, then the stated tolerance's
+    verdicts = _badge(counted, counted) + (f"<br><small>{esc(counted_note(r))}</small>" if counted_note(r) else "")
+    verdicts += "".join(f'<div class="details">{esc(line)}</div>' for line in reading_lines(r))
     sentence = sentence_of(r, results) if not sub else None
     if sentence is not None and sentence.parts:
         verdicts = (_badge(f"sentence: {sentence.verdict.value}", sentence.verdict.value)

@@ -7,10 +7,12 @@ from pathlib import Path
 
 from icl_gd.claims.departures import DEPARTURES, Departure
 from icl_gd.claims.kept import kept_text, quick_agreement
-from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, PageLinks, ReportHeader,
-                                   Section, authors_text, claims_summary, construction_checks, draws_note, flip_text,
-                                   parts_of, primaries, section_line, sentence_of, summary_line,
-                                   threshold_text, value_text, variants)
+from icl_gd.claims.links import PageLinks
+from icl_gd.claims.readings import counted_note, reading_lines
+from icl_gd.claims.summary import (AGREEMENT_RULE, SECTION_INTRO, SECTIONS, ClaimResult, ReportHeader, Section,
+                                   authors_text, claims_summary, construction_checks, draws_note, flip_text, parts_of,
+                                   primaries, section_line, sentence_of, summary_line, threshold_text, value_text,
+                                   variants)
 
 
 def figures_of(results: Sequence[ClaimResult], paper: str) -> list[tuple[str, Path]]:
@@ -41,12 +43,14 @@ def _md_row(r: ClaimResult, links: PageLinks, link_runs: bool, sub: str = "",
     runs = links.runs(r)
     claim = f"[{r.claim.id}]({runs[0]})" if link_runs and runs else f"`{r.claim.id}`"
     claim = f"↳ {claim} ({sub})" if sub else claim
-    own = f"**{r.verdict.value}**" + (f" ({_md(r.note)})" if r.note else "")
+    own = f"**{r.headline_verdict.value}**" + (f" ({_md(counted_note(r))})" if counted_note(r) else "")
     sentence = sentence_of(r, results) if not sub else None
     if sentence is not None and sentence.parts:
         own = f"**sentence {sentence.verdict.value}** ({_md(sentence.note)}); this condition: {own}"
     flip = flip_text(r)
-    verdict = own + (f" <br>{_md(flip)}" if flip else "") + (f" <br>{_md(kept_text(r))}" if kept_text(r) else "")
+    readings = "".join(f" <br>{_md(line)}" for line in reading_lines(r))
+    verdict = own + readings + (f" <br>{_md(flip)}" if flip else "") + \
+        (f" <br>{_md(kept_text(r))}" if kept_text(r) else "")
     quote = f" <br>*\u201c{_md(r.claim.quote)}\u201d*" if r.claim.quote and not sub else ""
     follows = f" <br>set-up: {_md(r.claim.follows)}" if r.claim.follows.startswith("our reading") else ""
     details = f" <br>{_md(r.details)}" if r.details else ""

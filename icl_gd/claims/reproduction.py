@@ -27,7 +27,7 @@ from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
 from icl_gd.claims.estimates import record_costs
 from icl_gd.claims.evidence import seed_evidence
 from icl_gd.claims.claim import VERIFY_STUDY
-from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, figure_runs, needs_verify, packed_s, plan_dirs,
+from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, draws_text, figure_runs, needs_verify, packed_s, plan_dirs,
                                 require_figure_choice, run_order, seed_dirs, seed_spec, select_claims)
 from icl_gd.claims.report import Judgement, ReportHeader
 from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
@@ -235,7 +235,9 @@ def judge_claim(claim: Claim, root: Path, quick: bool, failures: dict[str, str])
         if missing:
             return ClaimResult(claim, Verdict.INCONCLUSIVE, None, missing, tuple(d for ds in per_plan for d in ds),
                                quick=quick)
-    return evaluate_claim(claim, seed_evidence(per_plan), quick)
+    evidence = seed_evidence(per_plan)
+    read = [[e.run_dirs[p] for e in evidence] for p in range(len(per_plan))]
+    return evaluate_claim(claim, evidence, quick, draws_text(claim, read))
 
 
 def judged_later(judgement: Judgement, source: Path) -> Judgement:

@@ -46,20 +46,33 @@ class RolloutGap:
     reference: str = "gd"
     plan: int = 0
     column: str = "loss"
+    # > 0: the largest |L_trained(n) - L_ref(n)| in units of a figure's resolution (loss units), not relative
+    resolution: float = 0.0
+    signed: bool = False  # the signed relative gap (L_trained - L_ref) / L_ref at the n where |gap| is largest
 
     @property
     def measures(self) -> str:
-        ref = model_symbol(self.reference)
-        return (f"largest |L_trained(n) - L_{ref}(n)| / L_{ref}(n) over n applications at λ = {self.damping:g} "
-                f"({_COLUMNS[self.column]})")
+        ref, at = model_symbol(self.reference), f"over n applications at λ = {self.damping:g}"
+        if self.resolution:
+            return (f"largest |L_trained(n) - L_{ref}(n)| {at} / {self.resolution:.3g} (the figure's resolution) "
+                    f"({_COLUMNS[self.column]})")
+        if self.signed:
+            return (f"(L_trained(n) - L_{ref}(n)) / L_{ref}(n) at the n where it is largest in size, {at} "
+                    f"({_COLUMNS[self.column]})")
+        return f"largest |L_trained(n) - L_{ref}(n)| / L_{ref}(n) {at} ({_COLUMNS[self.column]})"
 
     def of(self, curves: dict[str, list[float]]) -> float:
         """The statistic of one test draw's curves (model -> loss after n = 1, 2, ...)."""
         if not {"trained", self.reference} <= set(curves):
             raise MissingEvidence(f"no trained/{self.reference} curves at damping {self.damping}")
-        gaps = [abs(t - r) / r if math.isfinite(t) and math.isfinite(r) else math.inf
-                for t, r in zip(curves["trained"], curves[self.reference])]
-        return max(gaps)
+        pairs = list(zip(curves["trained"], curves[self.reference]))
+        if self.resolution:
+            return max(abs(t - r) / self.resolution if math.isfinite(t) and math.isfinite(r) else math.inf
+                       for t, r in pairs)
+        gaps = [(t - r) / r if math.isfinite(t) and math.isfinite(r) else math.inf for t, r in pairs]
+        if self.signed:
+            return max(gaps, key=abs)
+        return max(abs(g) for g in gaps)
 
     def __call__(self, evidence: SeedEvidence) -> float:
         return self.of(_depth_curves(evidence, self.damping, self.plan, self.column)[0])

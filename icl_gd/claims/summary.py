@@ -3,18 +3,16 @@ threshold and the authors' code's column, the sections and counts of the headlin
 
 from __future__ import annotations
 
-import base64
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from icl_gd.claims.authors import (Agreement, AuthorsValue, Comparison, agreement, authors_values, compared,
                                    judged_at_other_setups)
 from icl_gd.claims.claim import FORM_ORDER, Form, Kind
 from icl_gd.claims.departures import IRIE, VON_OSWALD
 from icl_gd.claims.formatting import format_value
+from icl_gd.claims.readings import findings, findings_text
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
 
 
@@ -130,19 +128,20 @@ class Sentence:
 
     @property
     def verdict(self) -> Verdict:
-        verdicts = [r.verdict for r in self.conditions]
-        if Verdict.FAILS in verdicts:
-            return Verdict.FAILS
-        if all(v is Verdict.HOLDS for v in verdicts):
-            return Verdict.HOLDS
-        return Verdict.NO_VALID_REFERENCE if Verdict.NO_VALID_REFERENCE in verdicts else Verdict.INCONCLUSIVE
+        """As the figures show it (each condition's figure reading where it has one): what the headline counts."""
+        return _combined([r.headline_verdict for r in self.conditions])
+
+    @property
+    def stated_verdict(self) -> Verdict:
+        """At each condition's stated tolerance (its rule), the reading the authors' code is compared on."""
+        return _combined([r.verdict for r in self.conditions])
 
     @property
     def note(self) -> str:
         """For a sentence of several conditions: each condition's verdict."""
         if not self.parts:
             return ""
-        return "its conditions: " + ", ".join(f"{r.claim.id} {r.verdict.value}" for r in self.conditions)
+        return "its conditions: " + ", ".join(f"{r.claim.id} {r.headline_verdict.value}" for r in self.conditions)
 
     @property
     def form(self) -> Form:
@@ -154,7 +153,16 @@ class Sentence:
         caps the seeds run, those whose training failed included)."""
         return self.verdict is Verdict.INCONCLUSIVE and all(
             r.spread is not None and len(r.spread.values) >= r.claim.seed_limit
-            for r in self.conditions if r.verdict is Verdict.INCONCLUSIVE)
+            for r in self.conditions if r.headline_verdict is Verdict.INCONCLUSIVE)
+
+
+def _combined(verdicts: list[Verdict]) -> Verdict:
+    """A sentence of several conditions: fails when one fails, holds when all hold."""
+    if Verdict.FAILS in verdicts:
+        return Verdict.FAILS
+    if all(v is Verdict.HOLDS for v in verdicts):
+        return Verdict.HOLDS
+    return Verdict.NO_VALID_REFERENCE if Verdict.NO_VALID_REFERENCE in verdicts else Verdict.INCONCLUSIVE
 
 
 def sentences(results: Sequence[ClaimResult], members: Sequence[ClaimResult] | None = None) -> list[Sentence]:
@@ -235,7 +243,9 @@ def paper_summary(results: Sequence[ClaimResult], paper: str) -> dict:
     theirs_open = {r.claim.id for r, c in run if c.verdict is Verdict.INCONCLUSIVE}
     order = [r.claim.id for r, _ in run]
     inconclusive = [s for s in counted if s.verdict is Verdict.INCONCLUSIVE]
-    return {"claims": len(counted), **_counts(counted),
+    stated = {v.value: sum(s.stated_verdict is v for s in counted) for v in Verdict}
+    return {"claims": len(counted), **_counts(counted), "at_stated_tolerance": stated,
+            "findings": findings(conditions),
             "unsettled_at_maximum": sum(s.unsettled_at_maximum for s in inconclusive),
             "unsettled_more_seeds_planned": sum(not s.unsettled_at_maximum for s in inconclusive),
             "by_form": by_form(counted), "authors_code_run": len(run),
@@ -253,10 +263,13 @@ def paper_headline(results: Sequence[ClaimResult], paper: str) -> str:
     members = [r for r in primaries(results) if r.claim.kind is Kind.PAPER and r.claim.paper == paper]
     counted = sentences(results, members)
     total, counts = summary_line(counted).split(": ", 1)
-    text = f"{total} judged: {counts}{unsettled_text(s)}; {form_text(counted)}"
+    text = f"{total} judged as their figures show them: {counts}{unsettled_text(s)}; {form_text(counted)}"
+    stated = s["at_stated_tolerance"]
+    text += (f"; at the stated tolerances: {stated['holds']} hold, {stated['fails']} fail, "
+             f"{stated['inconclusive']} inconclusive; {findings_text(s['findings'])}")
     if s["authors_code_run"]:
-        text += (f"; the authors' code run for {s['authors_code_run']} of their conditions: the same verdict in "
-                 f"{s['same_verdict']}")
+        text += (f"; the authors' code run for {s['authors_code_run']} of their conditions (at the stated "
+                 f"tolerances): the same verdict in {s['same_verdict']}")
         lists = [("fail in both codes", s["fails_in_both"]), ("fail only in icl-gd", s["fails_only_in_icl_gd"]),
                  ("fail only in theirs", s["fails_only_in_theirs"])]
         text += "".join(f"; {name}: {', '.join(ids) if ids else 'none'}" for name, ids in lists)
@@ -365,30 +378,3 @@ AGREEMENT_RULE = ("their verdict: the claim's rule on their seeds; agrees / diff
                   "differs; seeds whose training failed (the claim's declared test) are left out of both; cannot "
                   "tell: fewer than three values in all, outside the margin, or a NaN; not run: no record of their "
                   "code at this claim's set-up (icl_gd/claims/authors_values.json)")
-
-
-
-
-@dataclass(frozen=True)
-class PageLinks:
-    """How a page written into ``folder`` names the runs' files: relative to the folder where they lie below it
-    (``below``, ``runs``: the report's run links), or by a relative path that may climb out of it (``to``: the
-    gallery's figures)."""
-
-    folder: Path
-
-    def below(self, path: Path) -> str:
-        path = Path(path)
-        return path.relative_to(self.folder).as_posix() if path.is_relative_to(self.folder) else str(path)
-
-    def to(self, path: Path) -> str:
-        return Path(os.path.relpath(Path(path).resolve(), Path(self.folder).resolve())).as_posix()
-
-    def runs(self, result: ClaimResult) -> list[str]:
-        """The result's run directories, each once, in order."""
-        return list(dict.fromkeys(self.below(d) for d in result.run_dirs))
-
-
-def embedded_png(path: Path) -> str:
-    """A PNG file as a ``data:`` URI, so an HTML page carries its figures with it."""
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")

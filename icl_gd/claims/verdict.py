@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from dataclasses import replace
+
 from icl_gd.claims.claim import Claim, Direction
 from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
+from icl_gd.claims.figure import FigureReading
 from icl_gd.claims.formatting import format_value
 from icl_gd.core import stats
-from icl_gd.core.results import read_json
 
 
 class Verdict(str, Enum):
@@ -72,6 +74,60 @@ class Spread:
 
 
 @dataclass(frozen=True)
+class FigureResult:
+    """A sentence read as its figure shows it and at the measurement's precision (``Claim.figure``): the verdict of
+    its figure statistic against 1 (resolution units), the kept seeds' values of that statistic (``spread``) and of
+    the signed difference (``signed``), each with its interval. ``judged`` is the claim as judged on its figure
+    (``figure_claim_of``)."""
+
+    reading: FigureReading
+    judged: Claim
+    verdict: Verdict
+    spread: Spread | None
+    signed: Spread | None
+    note: str = ""
+
+    @property
+    def flip(self) -> Flip | None:
+        return flip_point(self.judged, self.spread.values) if self.spread else None
+
+    @property
+    def differs(self) -> bool:
+        """Whether the signed difference's interval excludes 0 (an equality of losses only): the measurement tells
+        the two apart."""
+        interval = self.signed.interval if self.signed else None
+        return bool(self.reading.equality and interval is not None and (interval[0] > 0 or interval[1] < 0))
+
+    @property
+    def side(self) -> str:
+        """Which side of the sentence the model lies on (by its signed mean), "" without a value."""
+        return self.reading.side(self.signed.mean) if self.signed and self.signed.values else ""
+
+
+def figure_claim_of(claim: Claim) -> Claim:
+    """``claim`` judged on its figure: its figure statistic against 1 (below: the figure shows no difference)."""
+    reading = claim.figure
+    if reading is None:
+        raise ValueError(f"claim {claim.id} has no figure reading")
+    return replace(claim, statistic=reading.statistic, threshold=1.0, share=None, figure=None,
+                   direction=Direction.ABOVE if reading.shows_difference else Direction.BELOW)
+
+
+def read_on_figure(claim: Claim, values: Sequence[float], signed: Sequence[float],
+                   failed_seeds: Sequence[tuple[int, str]] = (), reference_problem: str = "", quick: bool = False
+                   ) -> FigureResult:
+    """The figure reading of ``claim`` from every seed's figure statistic and signed difference (failed seeds left
+    out of both, as from the claim's own verdict)."""
+    judged = figure_claim_of(claim)
+    verdict, note = judge_values(judged, values, failed_seeds, reference_problem, quick, planned=True)
+    left_out = {i for i, _ in failed_seeds}
+    kept = tuple(v for i, v in enumerate(values) if i not in left_out)
+    kept_signed = tuple(v for i, v in enumerate(signed) if i not in left_out)
+    return FigureResult(claim.figure, judged, verdict, Spread(kept) if kept else None,
+                        Spread(kept_signed) if kept_signed else None, note)
+
+
+@dataclass(frozen=True)
 class ClaimResult:
     """A claim's verdict; ``spread`` holds every seed's value (None when none could be measured), ``failed_seeds``
     the seeds (index, reason) whose training failed, left out of the verdict; ``checked`` whether the declared
@@ -89,6 +145,12 @@ class ClaimResult:
     details: str = ""
     quick: bool = False  # judged from --quick runs (their set-up is not the full budget's where the plans differ)
     draws: str = ""  # whether the seeds are independent replicates of the test draw, in words ("": not known)
+    figure: FigureResult | None = None  # the sentence as its figure shows it (None: it has no figure reading)
+
+    @property
+    def headline_verdict(self) -> Verdict:
+        """What the headline counts: the figure reading where the sentence has one, else the claim's rule."""
+        return self.figure.verdict if self.figure is not None else self.verdict
 
     @property
     def flip(self) -> Flip | None:
@@ -273,8 +335,10 @@ def check_seeds(claim: Claim, evidence: Sequence[SeedEvidence]) -> tuple[tuple[t
     return failed, "; ".join(problems)
 
 
-def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool = False) -> ClaimResult:
-    """Compute the claim's statistic for every seed's evidence, run its declared tests and decide."""
+def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool = False, draws: str = ""
+                   ) -> ClaimResult:
+    """Compute the claim's statistic for every seed's evidence, run its declared tests and decide; ``draws``: whether
+    the seeds' test draws are their own, in words, as the plan read it from the runs (``plan.draws_text``)."""
     run_dirs = tuple(d for e in evidence for d in e.run_dirs)
     try:
         values = [float(claim.statistic(e)) for e in evidence]
@@ -289,36 +353,19 @@ def evaluate_claim(claim: Claim, evidence: Sequence[SeedEvidence], quick: bool =
     spread = Spread(tuple(values), log=claim.log_scale) if values else None
     details = getattr(claim.statistic, "details", None)
     text = details(evidence, claim.passes) if details else ""
-    per_plan = [[e.run_dirs[p] for e in evidence] for p in range(len(evidence[0].run_dirs))] if evidence else []
-    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick,
-                       draws_text(claim, per_plan))
+    return ClaimResult(claim, verdict, spread, note, run_dirs, failed, checked, text, quick, draws,
+                       figure_of(claim, evidence, failed, problem, quick))
 
 
-def draws_text(claim: Claim, per_plan: Sequence[Sequence[Path]]) -> str:
-    """Whether the seeds' runs were scored on test draws of their own, read from each plan's runs' ``config.json``
-    (``evaluation.test_seed``), one list of seed directories per plan; "" where the study draws no test tasks from a
-    seed."""
-    if claim.shared_draw:
-        return f"shared: {claim.shared_draw}"
-    verdicts = []
-    for dirs in per_plan:
-        seeds = []
-        for run_dir in dirs:
-            try:
-                seeds.append(read_json(Path(run_dir) / "config.json")["config"]["evaluation"]["test_seed"])
-            except (OSError, ValueError, KeyError, TypeError):
-                return ""
-        if len(seeds) >= 2:
-            verdicts.append((len(set(seeds)) == len(seeds), len(seeds), seeds[0]))
-    if not verdicts:
-        return ""
-    if all(own for own, _, _ in verdicts):
-        n = verdicts[0][1]
-        return f"independent: each of the {n} seeds scored on its own test draw (test_seed {verdicts[0][2]}, ...)"
-    if not any(own for own, _, _ in verdicts) and len(verdicts) == 1:
-        _, n, seed = verdicts[0]
-        return (f"shared: the {n} seeds were scored on the same test tasks (test_seed {seed}); the interval is over "
-                "training seeds only")
-    shared = [i for i, (own, _, _) in enumerate(verdicts) if not own]
-    return (f"partly shared: the seeds of plan{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} of "
-            f"{len(verdicts)} were scored on the same test tasks, the others on draws of their own")
+def figure_of(claim: Claim, evidence: Sequence[SeedEvidence], failed_seeds: Sequence[tuple[int, str]] = (),
+              reference_problem: str = "", quick: bool = False) -> FigureResult | None:
+    """The claim's figure reading measured from every seed's evidence (None: it has none)."""
+    if claim.figure is None:
+        return None
+    try:
+        values = [float(claim.figure.statistic(e)) for e in evidence]
+        signed = [float(claim.figure.signed(e)) for e in evidence]
+    except MissingEvidence as exc:
+        return FigureResult(claim.figure, figure_claim_of(claim), Verdict.INCONCLUSIVE, None, None,
+                            f"cannot measure on the figure: {exc}")
+    return read_on_figure(claim, values, signed, failed_seeds, reference_problem, quick)

@@ -15,12 +15,13 @@ from icl_gd.claims.registry.beyond_online import BEYOND_ONLINE_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
 from icl_gd.claims.registry.checks import CONSTRUCTION_CHECKS
 from icl_gd.claims.registry.irie import IRIE_CLAIMS
+from icl_gd.claims.registry.von_oswald_architectures import ARCHITECTURE_CLAIMS
 from icl_gd.claims.registry.von_oswald_models import DEEPER_CLAIMS
 from icl_gd.claims.registry.von_oswald_one_layer import ONE_LAYER_CLAIMS
 
 __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
 
-VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS
+VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS + ARCHITECTURE_CLAIMS
 _DECLARED: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
                                 + BEYOND_FOREIGN_CLAIMS + BEYOND_ONLINE_CLAIMS)
 # An identity declared beside a paper's claims (a construction check on that paper's runs) is reported with the

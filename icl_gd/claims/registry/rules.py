@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icl_gd.claims.claim import Claim, Direction, Form, Margin, TrainingCheck
+from icl_gd.claims.figure import DEEP_LOSS
 from icl_gd.claims.statistics import GdppReference
 from icl_gd.regression import metric_names as names
 
@@ -112,10 +113,14 @@ FORGETTING_MARGIN = quarter_of(0.05, "the forgetting rule's 5 accuracy points")
 TRAINED = TrainingCheck((names.loss("trained"),), untrained=names.loss("zero"))
 TRAINED_HEADS = TrainingCheck(tuple(names.with_heads(names.loss("trained"), h) for h in (1, 2)),
                               untrained=names.loss("zero"))
-# GD++ as a reference: not GD itself, and (where the run also tunes GD++ the authors' way) not more than the
-# 'matches' rule's 2% above that tuning's loss on the same test tasks.
-GDPP_LBFGS = GdppReference(names.loss("gdpp"), gd=names.loss("gd"), best=names.loss("gdpp_adam"))
-GDPP_ADAM = GdppReference(names.loss("gdpp_adam"), gd=names.loss("gd"), name="GD++ (the authors' tuning)")
+# GD++ as a reference: not GD itself, and not more than the loss figure's resolution (Fig. 3's axis, 1/20 of 0-0.3)
+# above the best GD++ found on the same test tasks (the least of Adam's, L-BFGS's and L-BFGS's from the trained
+# model's read-off: ``loss_gdpp_best``), so a weak tuning never reads as the model failing.
+_BEST_GDPP = "the best GD++ found (the least of Adam, L-BFGS and L-BFGS from the trained read-off)"
+GDPP_LBFGS = GdppReference(names.loss("gdpp"), gd=names.loss("gd"), best=names.loss("gdpp_best"),
+                           best_name=_BEST_GDPP, resolution=DEEP_LOSS.resolution)
+GDPP_ADAM = GdppReference(names.loss("gdpp_adam"), gd=names.loss("gd"), name="GD++ (the authors' tuning)",
+                          best=names.loss("gdpp_best"), best_name=_BEST_GDPP, resolution=DEEP_LOSS.resolution)
 
 
 # ---------------------------------------------------------------------------------------------------- declaring
