@@ -22,7 +22,8 @@ from torch import nn
 
 from icl_gd.constructions.delta_rule import online_gd_weights
 from icl_gd.constructions.mesa import ridge_weights
-from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.config import (check_settings, positive_int, require_open_unit, require_positive,
+                                require_scale, setting)
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
@@ -66,10 +67,10 @@ class OnlineTaskConfig:
 class OnlineLayersModelConfig:
     """The trained layers' initialisation: keys of width d, projections N(0, init_scale² / D)."""
 
-    init_scale: float = setting(1.0, "scale of the initial projections")
-    beta: float = setting(0.1, "initial step size β of the delta rules")
-    decay: float = setting(0.95, "initial decay α of the gated delta rule")
-    lam: float = setting(1.0, "initial regulariser λ of the mesa layer")
+    init_scale: float = setting(1.0, "scale of the initial projections", check=require_scale)
+    beta: float = setting(0.1, "initial step size β of the delta rules (> 0)", check=require_positive)
+    decay: float = setting(0.95, "initial decay α of the gated delta rule, in (0, 1)", check=require_open_unit)
+    lam: float = setting(1.0, "initial regulariser λ of the mesa layer (> 0)", check=require_positive)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -216,6 +216,13 @@ def require_non_negative(name: str, value: float) -> None:
         raise ConfigError(f"{name} must be non-negative, got {value!r}")
 
 
+def require_open_unit(name: str, value: float) -> None:
+    """A fraction strictly between 0 and 1 (a decay whose logit is learned: 0 and 1 have none)."""
+    require_finite(name, value)
+    if not 0 < value < 1:
+        raise ConfigError(f"{name} must lie in (0, 1), got {value!r}")
+
+
 def require_scale(name: str, value: float, positive: bool = True) -> None:
     """A scale setting: finite, positive (or, with ``positive=False``, non-negative) and at most ``MAX_SCALE``."""
     (require_positive if positive else require_non_negative)(name, value)

@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from icl_gd.core.config import require_positive, require_positive_int
+from icl_gd.core.config import require_open_unit, require_positive, require_positive_int
 from icl_gd.regression.online.delta_rule import DeltaRuleLayer, DeltaRuleWeights
 from icl_gd.regression.online.mesa import MesaLayer, MesaWeights
 
@@ -77,8 +77,7 @@ class LearnedGatedDeltaRule(LearnedDeltaRule):
     def __init__(self, d_model: int, d_k: int, d_v: int, seed: int, beta: float = 0.1, alpha: float = 0.95,
                  init_scale: float = 1.0) -> None:
         super().__init__(d_model, d_k, d_v, seed, "none", beta, init_scale)
-        if not 0 < alpha < 1:
-            raise ValueError(f"the initial decay α must lie in (0, 1), got {alpha!r}")
+        require_open_unit("the initial decay α", alpha)
         self.decay_logit = nn.Parameter(torch.tensor(math.log(alpha / (1 - alpha))))
 
     def decay(self) -> torch.Tensor:
