@@ -25,22 +25,19 @@ from icl_gd.core.config import require_positive_ints, setting
 from icl_gd.core.errors import ConfigError, ICLGDNotice
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
-from icl_gd.regression.rollout.depth import (DepthSweep, depth_metrics, gd_instability, reference_depth_rows,
-                                     trained_depth_rows, unstable_task_rows)
-from icl_gd.regression.gd import GDPPParams, gdpp_params_from_weights
+from icl_gd.regression.rollout.depth import DepthSweep, PastTrainingDepth, past_training_depth
+from icl_gd.regression.gd import gdpp_params_from_weights
 from icl_gd.regression.interpolation import gauge_fixed_products, interpolate_models
 from icl_gd.regression.population.one_step import PopulationOneStepGD, population_one_step_gd_of_task
-from icl_gd.regression.lsa import LSAModel
+from icl_gd.regression.lsa import LSAConfig, LSAModel
 from icl_gd.regression.tuning import tune_gd
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.core.plotting import legend_outside, plt, sns
 from icl_gd.regression.figures import alignment_curves_figure, loss_curves_figure, ood_figure, rows_frame
 from icl_gd.regression.rollout.figures import damping_scan_figure, depth_figure
 from icl_gd.core.study import RunContext
-from icl_gd.core.shared import TABLES
-from icl_gd.regression.study import RegressionConfig, RegressionRun, concat_work, relative_gap
+from icl_gd.regression.study import RegressionConfig, RegressionRun, RegressionTaskConfig, concat_work, relative_gap
 from icl_gd.regression.study_spec import regression_study
-from icl_gd.regression.tasks import Stream
 from icl_gd.regression.tokens import ConcatTokenTask
 
 CONTROLS = {"gd_eta_x2": 2.0, "gd_eta_half": 0.5}  # GD with η off by these factors: what alignment must tell apart
@@ -73,89 +70,74 @@ class SingleLayerConfig(RegressionConfig):
 
 
 def run(config: SingleLayerConfig, ctx: RunContext) -> dict[str, Any]:
+    sweep, population = config.depth_sweep(), population_gd(config.task, config.model.layers)
     run = RegressionRun(config, ctx, ConcatTokenTask(config.task.build()))
     layout, K = run.layout, config.model.layers
     tune = run.tune_batch()
     etas = list(tune_gd(tune.x_context, tune.y_context, tune.x_query, tune.y_query, K,
                         shared=config.model.shared_steps).etas)
     gd = GDPredictor(layout, etas)
+    controls = {name: GDPredictor(layout, [factor * e for e in etas]) for name, factor in CONTROLS.items()}
+    zero, least_squares = ZeroPredictor(layout), LeastSquaresPredictor(layout)
+    architecture = config.model.lsa_config(layout)  # the trained models' and the constructed one's
+    constructed = constructed_model(architecture, layout, config.task.n_context, etas).to(run.device)
     run.add_reference("gd", gd)
-    for name, factor in CONTROLS.items():
-        run.add_reference(name, GDPredictor(layout, [factor * e for e in etas]), align=False)
-    constructed = constructed_model(config, layout, etas).to(run.device)
+    for name, control in controls.items():
+        run.add_reference(name, control, align=False)
+    for name, reference in (("zero", zero), ("constructed", constructed)):  # scored once, never drawn
+        run.add_reference(name, reference, align=False, curve=None)
+    common = {names.loss("zero"): run.references["zero"].loss,  # what every seed's metrics hold beside its own
+              names.loss("least_squares"): regression_loss(least_squares(run.test.tokens.double()),
+                                                           run.test.targets.double()),
+              **population_gd_metrics(population, run.references["gd"].loss)}
 
     def evaluate(model: LSAModel, step: int, seed: int) -> list[dict[str, Any]]:
         interpolated = interpolate_models(model, constructed, 0.5)
         return run.eval_rows(step, seed, "trained", model) + run.eval_rows(step, seed, "interpolated", interpolated)
 
-    untrained = {s: LSAModel(config.model.lsa_config(layout), seed=s).to(run.device) for s in run.seeds}
+    untrained = {s: LSAModel(architecture, seed=s).to(run.device) for s in run.seeds}
     models = run.train_seeds("trained", lambda seed: copy.deepcopy(untrained[seed]), evaluate,
                              batched=config.batched_seeds)
-    common = {names.loss("zero"): run.score(ZeroPredictor(layout)).loss,
-              names.loss("least_squares"): regression_loss(LeastSquaresPredictor(layout)(run.test.tokens.double()),
-                                                    run.test.targets.double()),
-              **population_gd_metrics(population_gd(config), run.references["gd"].loss)}
     alphas = torch.linspace(0, 1, config.interpolation_points).tolist()
-    iterate = len(models[run.seeds[0]].layers) == 1  # one distinct layer: it can be applied any number of times
-    depth, test = config.depth_sweep(), run.test
-    if iterate:  # which test tasks GD's repeated step λη cannot converge on (docs/studies/single-layer.md)
-        common.update(gd_instability(run.test_batch.x_context, etas[0], config.dampings))
-        draws = rollout_draws(run, config.rollout_draws)  # draw 0: the test set, whose GD curves are depth.csv's
-        gd_draws = run.seed_independent("gd_depth_rows", lambda: [reference_depth_rows(
-            depth, layout, tokens, targets, {"gd": GDPPParams((etas[0],), (0.0,))}) for _, tokens, targets in draws],
-            TABLES)
-        gd_depth = gd_draws[0]
-        for k, (x_context, _, _) in enumerate(draws):
-            run.add_rows("rollout_tasks", unstable_task_rows(x_context, etas[0], config.dampings), draw=k)
+    past = PastTrainingDepth()  # nothing past the training depth, unless one distinct layer can be applied again
+    if len(models[run.seeds[0]].layers) == 1:
+        past = past_training_depth(run, sweep, etas[0], {s: m.layers[0] for s, m in models.items()},
+                                   config.rollout_draws)
+    common.update(past.common)
     for seed, model in models.items():
         interpolated = interpolate_models(model, constructed, 0.5)
-        run.record(seed, {**seed_metrics(run, model, untrained[seed], constructed, interpolated, etas), **common})
+        run.record(seed, {**seed_metrics(run, model, untrained[seed], interpolated, etas), **common})
         losses = [run.score(interpolate_models(model, constructed, alpha)).loss for alpha in alphas]
         run.add_rows("interpolation", [{"alpha": a, "loss": loss} for a, loss in zip(alphas, losses)], seed=seed)
         gap = max(abs(relative_gap(loss, run.references["gd"].loss)) for loss in losses)
-        run.record(seed, {"interpolation_max_rel_gap": gap})
+        run.record(seed, {"interpolation_max_rel_gap": gap, **past.metrics.get(seed, {})})
         run.add_ood(seed, {"trained": model, "gd": gd, "interpolated": interpolated}, config.n_ood)
-        if iterate:
-            rows = trained_depth_rows(depth, model.layers[0], test.tokens, test.targets, layout.d_y) + gd_depth
-            run.add_rows("depth", rows, seed=seed)
-            run.record(seed, depth_metrics(rows, config.dampings))
-            for k, (_, tokens, targets) in enumerate(draws):  # draw 0's curves are depth.csv's
-                drawn = rows if k == 0 else trained_depth_rows(depth, model.layers[0], tokens, targets,
-                                                               layout.d_y) + gd_draws[k]
-                run.add_rows("rollout_draws", drawn, seed=seed, draw=k)
+    for name, rows in past.tables.items():
+        run.add_rows(name, rows)
     return run.finish(lambda mean: figures(run, models[run.seeds[0]], constructed, mean))
 
 
-def rollout_draws(run: RegressionRun, count: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """``count`` independent test draws of ``n_test`` tasks each, (x_context (B, N, d), tokens (B, T, D), targets
-    (B, d_y)): draw 0 is the run's test set, draw k > 0 step k of ``Stream.ROLLOUT`` (same ``test_seed``)."""
-    ev = run.config.evaluation
-    draws = [(run.test_batch.x_context, run.test.tokens, run.test.targets)]
-    for k in range(1, count):
-        batch, tokens = run.token_task.batch_tokens(ev.n_test, ev.test_seed, k, Stream.ROLLOUT, run.device)
-        draws.append((batch.x_context, tokens, batch.y_query))
-    return draws
-
-
-def constructed_model(config: SingleLayerConfig, layout: Any, etas: list[float]) -> LSAModel:
-    """Prop. 1 weights in the trained model's architecture: one layer per distinct η, each head doing η/H."""
-    distinct = etas[:1] if config.model.recurrent else etas
-    weights = [gd_step_weights(layout.d_x, layout.d_y, config.task.n_context, eta, n_heads=config.model.heads,
+def constructed_model(architecture: LSAConfig, layout: Any, n_context: int, etas: list[float]) -> LSAModel:
+    """Prop. 1 weights in the trained model's ``architecture``: one layer per distinct η (the first for a tied
+    stack), each head doing η/H, on contexts of ``n_context`` pairs."""
+    distinct = etas[:1] if architecture.recurrent else etas
+    weights = [gd_step_weights(layout.d_x, layout.d_y, n_context, eta, n_heads=architecture.n_heads,
                                dtype=torch.float32) for eta in distinct]
-    return LSAModel(config.model.lsa_config(layout)).load_weights(weights)
+    return LSAModel(architecture).load_weights(weights)
 
 
-def population_gd(config: SingleLayerConfig) -> PopulationOneStepGD | None:
-    """One GD step's population-optimal η* and expected loss E L(η*) over the task distribution, in closed form
+def population_gd(task: RegressionTaskConfig, steps: int) -> PopulationOneStepGD | None:
+    """One GD step's population-optimal η* and expected loss E L(η*) over the tasks of ``task``, in closed form
     (``icl_gd.regression.population.one_step``, derived in docs/population-gd.md): the exact value of what tuning η on
     sampled held-out tasks and scoring on sampled test tasks estimates. None, with a notice, where the closed form
-    does not cover the run: more than one GD step, or a task law it has no form for."""
-    if config.model.layers != 1:
+    does not cover the run: more than one GD step (``steps``, the layers compared), or a task law it has no form
+    for."""
+    if steps != 1:
         warnings.warn(f"no population one-step GD reference: the closed form is for one GD step, this run compares "
-                      f"{config.model.layers}", ICLGDNotice, stacklevel=2)
+                      f"{steps}", ICLGDNotice, stacklevel=2)
         return None
     try:
-        return population_one_step_gd_of_task(config.task)
+        return population_one_step_gd_of_task(task)
     except ConfigError as exc:
         warnings.warn(f"no population one-step GD reference: {exc}", ICLGDNotice, stacklevel=2)
         return None
@@ -170,8 +152,8 @@ def population_gd_metrics(reference: PopulationOneStepGD | None, loss_gd: float)
             names.rel_gap("gd", "gd_population"): relative_gap(loss_gd, reference.loss)}
 
 
-def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, constructed: LSAModel,
-                 interpolated: LSAModel, etas: list[float]) -> dict[str, Any]:
+def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, interpolated: LSAModel,
+                 etas: list[float]) -> dict[str, Any]:
     layout, N = run.layout, run.config.task.n_context
     gd = run.references["gd"]
     trained = run.score(model)
@@ -181,7 +163,7 @@ def seed_metrics(run: RegressionRun, model: LSAModel, untrained: LSAModel, const
         names.loss("gd"): gd.loss,
         "lr_gd": etas[0] if len(set(etas)) == 1 else etas,
         names.loss("interpolated"): run.score(interpolated).loss,
-        names.loss("constructed"): run.score(constructed).loss,
+        names.loss("constructed"): run.references["constructed"].loss,
         names.eta("trained"): eta_trained[0] if len(eta_trained) == 1 else eta_trained,
         names.rel_gap("trained", "gd"): relative_gap(trained.loss, gd.loss),
         **alignment_metrics("", trained, gd),

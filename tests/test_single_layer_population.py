@@ -60,7 +60,7 @@ def test_a_run_the_closed_form_does_not_cover_finishes_without_it(tmp_path):
 @pytest.mark.parametrize("d,n,r", [(10, 10, 1.0), (5, 20, 2.0), (3, 7, 0.5)])
 def test_population_metrics_follow_the_config(d, n, r):
     config = apply_overrides(SingleLayerConfig(), [f"d={d}", f"n_context={n}", f"input_range={r}"])
-    metrics = population_gd_metrics(population_gd(config), loss_gd=0.3)
+    metrics = population_gd_metrics(population_gd(config.task, config.model.layers), loss_gd=0.3)
     eta, loss = _uniform_closed_form(d, n, r)
     assert metrics[ETA] == pytest.approx(eta, rel=1e-12) and metrics[LOSS] == pytest.approx(loss, rel=1e-12)
     assert metrics[GAP] == pytest.approx(0.3 / loss - 1, rel=1e-12)
@@ -78,7 +78,7 @@ class _CorrelatedInputsTask(RegressionTaskConfig):
 def test_an_uncovered_task_law_gives_no_reference_and_a_notice():
     config = replace(SingleLayerConfig(), task=_CorrelatedInputsTask())
     with pytest.warns(ICLGDNotice, match="covers uniform and isotropic Gaussian inputs"):
-        assert population_gd(config) is None
+        assert population_gd(config.task, config.model.layers) is None
     assert population_gd_metrics(None, loss_gd=0.3) == {}
 
 

@@ -10,24 +10,29 @@ The mean loss over tasks after many damped steps is decided by the few tasks on 
 unstable (``gd_instability``), so whether one test set holds such a task decides it. The same curves are therefore
 also taken on several independent test draws of the same size (``rollout_draws.csv``, a ``draw`` column), and the
 tasks beyond the stability bound of each draw are named (``unstable_task_rows``, ``rollout_tasks.csv``).
+``past_training_depth`` is all of it for a run's single trained layer: the rows of the three tables and the
+metrics the run records.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.progress import phased
-from icl_gd.regression.baselines import ContextLayout, GDPPPredictor
-from icl_gd.regression.gd import GDPPParams, gd_predictions_per_step
+from icl_gd.core.shared import TABLES
+from icl_gd.regression.baselines import ContextLayout
+from icl_gd.regression.gd import GDPPParams, gd_predictions_per_step, gdpp_predictions_per_step
 from icl_gd.regression.rollout.iteration import UPDATES, iterated_predictions
 from icl_gd.regression.lsa import LSALayer
 from icl_gd.regression.metrics import regression_loss
+from icl_gd.regression.study import RegressionRun
+from icl_gd.regression.tasks import Stream
 
 
 @dataclass(frozen=True)
@@ -64,20 +69,18 @@ def trained_depth_rows(sweep: DepthSweep, layer: LSALayer, tokens: torch.Tensor,
 def reference_depth_rows(sweep: DepthSweep, layout: ContextLayout, tokens: torch.Tensor, targets: torch.Tensor,
                          references: Mapping[str, GDPPParams]) -> list[dict[str, Any]]:
     """Each reference's first step (η, γ) taken n times as (λη, λγ) on the tasks of ``tokens``, computed in float64
-    and read in the tokens' dtype (as every reference predictor); γ = 0 (always, under ``update="y"``) is plain GD.
-    They do not depend on the training seed: compute them once."""
+    and read in the tokens' dtype (as every reference predictor); γ = 0 (always, under ``update="y"``) is plain GD,
+    computed as GD. They do not depend on the training seed: compute them once."""
     n, rows = sweep.max_applications, []
+    x, y, x_query = (t.double() for t in layout.split(tokens))
     for damping in sweep.dampings:
         curves = {}
         for name, params in references.items():
             eta = damping * params.etas[0]
             gamma = damping * params.gammas[0] if sweep.update == "all" else 0.0
-            if gamma == 0.0:
-                x, y, x_query = (t.double() for t in layout.split(tokens))
-                curves[name] = gd_predictions_per_step(x, y, x_query, [eta] * n)[1:].to(tokens.dtype)
-            else:
-                curves[name] = GDPPPredictor(layout, GDPPParams((eta,) * n, (gamma,) * n)).predictions_per_step(
-                    tokens)[1:]
+            steps = (gd_predictions_per_step(x, y, x_query, [eta] * n) if gamma == 0.0 else
+                     gdpp_predictions_per_step(x, y, x_query, [eta] * n, [gamma] * n))
+            curves[name] = steps[1:].to(tokens.dtype)
         rows += depth_rows(curves, targets, damping)
     return rows
 
@@ -172,3 +175,61 @@ def divergence_shares(rows: Sequence[Mapping[str, Any]], models: Sequence[str] =
         bad, total = counts.get((damping, model), (0, 0))
         counts[(damping, model)] = (bad + diverges([by_n[n] for n in sorted(by_n)]), total + 1)
     return counts
+
+
+@dataclass(frozen=True)
+class RolloutDraw:
+    """One draw of test tasks: contexts ``x_context (B, N, d)``, their ``tokens (B, T, D)``, ``targets (B, d_y)``."""
+
+    x_context: torch.Tensor
+    tokens: torch.Tensor
+    targets: torch.Tensor
+
+
+def rollout_draws(run: RegressionRun, count: int) -> list[RolloutDraw]:
+    """``count`` independent draws of ``n_test`` tasks each: draw 0 is the run's test set, draw k > 0 step k of
+    ``Stream.ROLLOUT`` (the same ``test_seed``)."""
+    ev = run.config.evaluation
+    draws = [RolloutDraw(run.test_batch.x_context, run.test.tokens, run.test.targets)]
+    for k in range(1, count):
+        batch, tokens = run.token_task.batch_tokens(ev.n_test, ev.test_seed, k, Stream.ROLLOUT, run.device)
+        draws.append(RolloutDraw(batch.x_context, tokens, batch.y_query))
+    return draws
+
+
+@dataclass(frozen=True)
+class PastTrainingDepth:
+    """What a run records of its single trained layer past the training depth (``past_training_depth``; empty:
+    a run whose model has more than one distinct layer).
+
+    ``common``: ``gd_instability`` on the test tasks, the same for every seed; ``metrics``: per seed,
+    ``depth_metrics`` of its curves on the test tasks; ``tables``: the rows of ``depth.csv`` (column ``seed``),
+    ``rollout_draws.csv`` (``seed``, ``draw``) and ``rollout_tasks.csv`` (``draw``)."""
+
+    common: dict[str, list[float]] = field(default_factory=dict)
+    metrics: dict[int, dict[str, list[float]]] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def past_training_depth(run: RegressionRun, sweep: DepthSweep, eta: float, layers: Mapping[int, LSALayer],
+                        n_draws: int) -> PastTrainingDepth:
+    """Each seed's one distinct trained layer (``layers``: seed -> layer) applied n = 1..``sweep.max_applications``
+    times per damping λ beside GD of step λη run as long (η: GD's tuned step), on ``n_draws`` independent test
+    draws (``rollout_draws``): draw 0, the run's test set, gives ``depth.csv`` and the metrics, every draw
+    ``rollout_draws.csv``; each draw's tasks beyond GD's stability bound give ``rollout_tasks.csv``. GD's curves
+    depend on no training seed: the run's ``seed_independent`` value ``gd_depth_rows``."""
+    draws, layout = rollout_draws(run, n_draws), run.layout
+    gd = {"gd": GDPPParams((eta,), (0.0,))}
+    gd_rows = run.seed_independent("gd_depth_rows", lambda: [
+        reference_depth_rows(sweep, layout, draw.tokens, draw.targets, gd) for draw in draws], TABLES)
+    tasks = [{"draw": k, **row} for k, draw in enumerate(draws)
+             for row in unstable_task_rows(draw.x_context, eta, sweep.dampings)]
+    tables: dict[str, list[dict[str, Any]]] = {"depth": [], "rollout_draws": [], "rollout_tasks": tasks}
+    metrics = {}
+    for seed, layer in layers.items():
+        curves = [trained_depth_rows(sweep, layer, draw.tokens, draw.targets, layout.d_y) + gd_rows[k]
+                  for k, draw in enumerate(draws)]  # curves[0]: the test set's
+        tables["depth"] += [{"seed": seed, **row} for row in curves[0]]
+        tables["rollout_draws"] += [{"seed": seed, "draw": k, **row} for k, rows in enumerate(curves) for row in rows]
+        metrics[seed] = depth_metrics(curves[0], sweep.dampings)
+    return PastTrainingDepth(gd_instability(draws[0].x_context, eta, sweep.dampings), metrics, tables)
