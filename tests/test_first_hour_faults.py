@@ -36,3 +36,32 @@ def test_online_layers_bad_decay_is_refused_before_any_training(tmp_path):
     assert code == 2, output
     assert _one_error_line(output) and "decay" in output, output
     assert not out.exists() or not any(out.iterdir())
+
+
+# ------------------------------------------------------------------ reproduce --out FILE
+@pytest.mark.parametrize("extra", [[], ["--plan"], ["--judge-finished"]])
+def test_reproduce_refuses_an_out_that_is_a_file_as_run_does(tmp_path, extra):
+    out = tmp_path / "a-file"
+    out.write_text("mine\n")
+    code, output = _invoke(["reproduce", "--out", out, "--only", "vo-single-loss", "--no-progress", *extra])
+    assert code == 2, output
+    assert _one_error_line(output) and f"--out {out} exists and is not a directory" in output, output
+    assert out.read_text() == "mine\n"
+
+
+def test_reproduce_refuses_an_out_below_a_file(tmp_path):
+    (tmp_path / "a-file").write_text("mine\n")
+    out = tmp_path / "a-file" / "below"
+    code, output = _invoke(["reproduce", "--out", out, "--only", "vo-single-loss", "--no-progress"])
+    assert code == 2, output
+    assert _one_error_line(output) and str(out) in output, output
+
+
+def test_rejudge_refuses_an_out_that_is_a_file(tmp_path):
+    out = tmp_path / "a-file"
+    out.write_text("mine\n")
+    root = Path(__file__).resolve().parents[1]
+    code, output = _invoke(["reproduce", "--rejudge", root / "docs" / "claims-table.json", "--out", out])
+    assert code == 2, output
+    assert _one_error_line(output) and "exists and is not a directory" in output, output
+    assert out.read_text() == "mine\n"

@@ -11,7 +11,7 @@ from icl_gd.claims.estimates import merge_into_kept
 from icl_gd.claims.kept import quick_agreement
 from icl_gd.claims.plan import select_claims
 from icl_gd.claims.report import check_gallery_page, check_table_page
-from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later
+from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later, usable_out
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
 
@@ -86,6 +86,8 @@ def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, head
     if out is None and table is None and headline is None and gallery is None:
         raise ConfigError("--rejudge needs somewhere to write: --out DIR, --update-table PAGE and / or "
                           "--update-headline PAGE and / or --update-gallery PAGE")
+    if out is not None:
+        usable_out(Path(out))
     if table is not None:
         check_table_page(table)
     loaded = load_claims_json(Path(source))

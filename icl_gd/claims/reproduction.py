@@ -31,7 +31,7 @@ from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, draws_text, figure
                                 require_figure_choice, run_order, seed_dirs, seed_spec, select_claims)
 from icl_gd.claims.report import Judgement, ReportHeader
 from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
-from icl_gd.core.errors import ConfigError, ICLGDError
+from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
 from icl_gd.core.provenance import source_commit
 from icl_gd.core.results import write_json
 from icl_gd.core.study import StudyRegistry
@@ -108,7 +108,7 @@ class Reproduction:
             if not ids:
                 raise ConfigError(f"--only {only!r} names no claim")
             only = ids
-        return cls(select_claims(only), Path(root), quick, execution)
+        return cls(select_claims(only), usable_out(Path(root)), quick, execution)
 
     @property
     def budget(self) -> str:
@@ -125,7 +125,10 @@ class Reproduction:
         made (e.g. printed), else made here."""
         from icl_gd.platform.sweep import run_sweep
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only or forbidden parent, a part longer than the file system allows
+            raise RunDirectoryError(f"--out {self.root} is not usable: {exc.strerror or exc}") from None
         if not os.access(self.root, os.W_OK):
             raise ConfigError(f"--out {self.root} is not writable")
         started, e = time.perf_counter(), self.execution
@@ -247,3 +250,16 @@ def judged_later(judgement: Judgement, source: Path) -> Judgement:
 
 
 __all__ = ["Execution", "Reproduction", "FinishedRuns", "judge", "judged_later", "run_verify"]
+
+
+def usable_out(root: Path) -> Path:
+    """``root`` if it is a folder or can become one (``run``'s rule, ``prepare_run_dir``): a file there, or a file
+    where a folder above it should be, is ``RunDirectoryError``, before anything is planned or run."""
+    if root.exists() and not root.is_dir():
+        raise RunDirectoryError(f"--out {root} exists and is not a directory")
+    for parent in root.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise RunDirectoryError(f"--out {root} is not usable: {parent} is not a directory")
+            break
+    return root
