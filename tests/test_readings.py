@@ -111,3 +111,26 @@ def test_every_counted_equality_or_alignment_sentence_of_von_oswald_reads_on_a_f
         if claim.kind is Kind.PAPER and claim.paper.startswith("von Oswald") and claim.form in forms:
             assert claim.figure is not None, claim.id
             assert claim.figure.axis.source and claim.figure.axis.span > 0, claim.id
+
+
+def test_the_pages_quote_the_tables_numbers_and_headline():
+    """README's headline and 'in numbers', and claims.md's 'read with the table', are what the generator writes
+    from the kept table today: a number typed by hand, or a table rejudged without rewriting the pages, fails."""
+    from icl_gd.claims.readings import NUMBERS_END, NUMBERS_START, numbers_block
+    from icl_gd.claims.rejudge import load_claims_json
+    from icl_gd.claims.report_markdown import HEADLINE_END, HEADLINE_START, headline_block
+    from icl_gd.claims.summary import counted_conditions
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "docs" / "full-run" / "runs").is_dir():
+        pytest.skip("docs/full-run/runs is not in this checkout")
+    results = load_claims_json(root / "docs" / "claims-table.json").results
+
+    def block(page: str, start: str, end: str) -> str:
+        text = (root / page).read_text()
+        return text[text.index(start):text.index(end) + len(end)]
+
+    assert block("README.md", HEADLINE_START, HEADLINE_END) == headline_block(results)
+    numbers = numbers_block(counted_conditions(results))
+    assert block("README.md", NUMBERS_START, NUMBERS_END) == numbers
+    assert block("docs/claims.md", NUMBERS_START, NUMBERS_END) == numbers

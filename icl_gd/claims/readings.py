@@ -25,7 +25,8 @@ def precision_text(figure: FigureResult) -> str:
         return "no value"
     shown = _interval(figure.signed, percent=figure.reading.equality)
     what = "the signed gap" if figure.reading.equality else "the cosine"
-    differs = "; the interval excludes 0: finer than the figure shows" if figure.differs else ""
+    differs = ("; the interval excludes 0: finer than the figure shows" if figure.finer_than_figure else
+               "; the interval excludes 0" if figure.differs else "")
     return f"{what} {shown}, {figure.side}{differs}"
 
 
@@ -56,8 +57,7 @@ def side_of(result: ClaimResult) -> str:
 def findings(conditions: Sequence[ClaimResult]) -> dict:
     """Of counted sentences' conditions: which differ at the measurement's precision while their figure shows no
     difference (and of those, which in the model's favour), and every fail with its side."""
-    finer = [r for r in conditions if r.figure is not None and r.figure.differs
-             and r.figure.verdict is Verdict.HOLDS and not r.figure.reading.shows_difference]
+    finer = [r for r in conditions if r.figure is not None and r.figure.finer_than_figure]
     favour = [r for r in finer if r.figure.signed is not None and r.figure.signed.mean < 0]
     fails = [r for r in conditions if r.headline_verdict is Verdict.FAILS]
     return {"finer_than_figure": [r.claim.id for r in finer],
@@ -88,3 +88,41 @@ def reading_lines(result: ClaimResult) -> list[str]:
 def counted_note(result: ClaimResult) -> str:
     """The note of the verdict the headline counts (the figure reading's where the claim has one)."""
     return result.figure.note if result.figure is not None else result.note
+
+
+NUMBERS_START = "<!-- numbers:start (written by icl-gd reproduce from the claims table; do not edit by hand) -->"
+NUMBERS_END = "<!-- numbers:end -->"
+
+
+def _where(location: str) -> str:
+    """The figure or section a location ends on ("Fig. 3(b)"), or the whole location where that is ambiguous."""
+    last = location.rsplit("; ", 1)[-1]
+    return last if last.count("(") == last.count(")") else location
+
+
+def number_line(result: ClaimResult) -> str:
+    """One condition's numbers in words, every value from its result: its counted verdict, its figure reading, the
+    signed gap with its interval and side, the stated tolerance's verdict."""
+    seeds = len(result.kept.values) if result.kept else 0
+    head = f"`{result.claim.id}` ({_where(result.claim.location)}; {seeds} seeds): **{result.headline_verdict.value}**"
+    if result.figure is None:
+        side = f"; {side_of(result)}" if result.verdict is Verdict.FAILS and side_of(result) else ""
+        value = _interval(result.kept) if result.kept else "no value"
+        return f"{head}, {value} against {format_value(result.claim.threshold)}{side}"
+    f = result.figure
+    return (f"{head} as the figure shows it ({_interval(f.spread)} of its resolution); at the measurement's "
+            f"precision {precision_text(f)}; at the stated tolerance: {result.verdict.value}")
+
+
+def numbers_block(conditions_by_paper: Sequence[tuple[str, Sequence[ClaimResult]]]) -> str:
+    """The pages' "in numbers": for each paper, every counted condition that fails or has no valid reference under
+    either reading, or differs finer than its figure shows (``number_line``)."""
+    lines = [NUMBERS_START, ""]
+    for paper, conditions in conditions_by_paper:
+        shown = [r for r in conditions if Verdict.FAILS in (r.headline_verdict, r.verdict)
+                 or Verdict.NO_VALID_REFERENCE in (r.headline_verdict, r.verdict)
+                 or (r.figure is not None and r.figure.finer_than_figure)]
+        lines.append(f"{paper}: {len(shown)} of {len(conditions)} counted conditions fail under a reading, have no "
+                     "valid reference, or differ finer than their figure shows" + (":" if shown else "."))
+        lines += ([""] + [f"- {number_line(r)}" for r in shown] if shown else []) + [""]
+    return "\n".join([*lines, NUMBERS_END])

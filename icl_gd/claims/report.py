@@ -13,9 +13,9 @@ from icl_gd.claims.report_markdown import (CONSTRUCTION_HEADING, HEADLINE_END, H
                                            render_markdown)
 from icl_gd.claims.gallery import gallery_html, gallery_markdown
 from icl_gd.claims.links import PageLinks
-from icl_gd.claims.readings import figure_text, precision_text
+from icl_gd.claims.readings import NUMBERS_END, NUMBERS_START, figure_text, numbers_block, precision_text
 from icl_gd.claims.summary import (AGREEMENT_RULE, ReportHeader, claims_only, claims_summary, comparison,
-                                   construction_checks, sentence_of, summary_json, value_text)
+                                   construction_checks, counted_conditions, sentence_of, summary_json, value_text)
 from icl_gd.claims.verdict import ClaimResult, Spread, Verdict
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.results import atomic_write_text, marked_block_span, replace_marked_block, write_json
@@ -59,6 +59,10 @@ class Judgement:
             replace_marked_block(Path(headline), HEADLINE_START, HEADLINE_END, headline_block(self.results),
                                  "--update-headline")
             written.append(Path(headline))
+        for page in {Path(p) for p in (table, headline) if p is not None}:  # the pages that quote the numbers
+            if NUMBERS_START in page.read_text():
+                replace_marked_block(page, NUMBERS_START, NUMBERS_END,
+                                     numbers_block(counted_conditions(self.results)), "--update-headline")
         if gallery is not None:
             atomic_write_text(Path(gallery), gallery_markdown(self.results, PageLinks(Path(gallery).parent),
                                                               GALLERY_SOURCE))

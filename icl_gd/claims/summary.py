@@ -378,3 +378,13 @@ AGREEMENT_RULE = ("their verdict: the claim's rule on their seeds; agrees / diff
                   "differs; seeds whose training failed (the claim's declared test) are left out of both; cannot "
                   "tell: fewer than three values in all, outside the margin, or a NaN; not run: no record of their "
                   "code at this claim's set-up (icl_gd/claims/authors_values.json)")
+
+
+def counted_conditions(results: Sequence[ClaimResult]) -> list[tuple[str, list[ClaimResult]]]:
+    """Each paper's counted sentences' conditions, each once (a sentence's head and its parts)."""
+    out = []
+    for section in SECTIONS:
+        if section.paper and (members := section.members(results)):
+            conditions = {c.claim.id: c for s in sentences(results, members) for c in s.conditions}
+            out.append((section.paper, list(conditions.values())))
+    return out

@@ -99,6 +99,11 @@ class FigureResult:
         return bool(self.reading.equality and interval is not None and (interval[0] > 0 or interval[1] < 0))
 
     @property
+    def finer_than_figure(self) -> bool:
+        """An equality sentence the figure shows holding while the measurement tells the two apart: a finding."""
+        return self.differs and self.verdict is Verdict.HOLDS and not self.reading.shows_difference
+
+    @property
     def side(self) -> str:
         """Which side of the sentence the model lies on (by its signed mean), "" without a value."""
         return self.reading.side(self.signed.mean) if self.signed and self.signed.values else ""
