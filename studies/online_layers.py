@@ -27,6 +27,7 @@ from icl_gd.core.config import (check_settings, positive_int, require_open_unit,
 from icl_gd.core.study import RunContext, TrainingWork
 from icl_gd.regression import metric_names as names
 from icl_gd.regression.evaluation import Scored, alignment_metrics
+from icl_gd.regression.memory import fast_weight_memory
 from icl_gd.regression.metrics import regression_loss
 from icl_gd.regression.online.delta_rule import DeltaRuleLayer
 from icl_gd.regression.online.interpolation import interpolate_delta_rule, interpolate_mesa
@@ -308,7 +309,7 @@ STUDY = regression_study(
     name="online-layers", summary="beyond the papers: trained delta-rule and mesa layers against online GD, "
                                   "normalised LMS, ridge and batch GD",
     default_config=OnlineLayersConfig, run=run, training_work=training_work, presets={"full": full},
-    memory_shape=None,  # not estimated: regression_memory sizes LSA stacks, not fast-weight recurrences
+    memory=fast_weight_memory,  # regression_memory sizes LSA stacks; this, fast-weight layers and their references
     headline=("loss_delta_rule", "loss_online_gd", "loss_mesa", "loss_ridge", "loss_gd",
               "order_sensitivity_delta_rule", "order_sensitivity_online_gd"),
     # a run of seconds that writes every metric and table (the claims' tests)

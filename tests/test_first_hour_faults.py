@@ -5,6 +5,7 @@ change; nothing ends in a traceback or in silence."""
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from icl_gd.cli import app
@@ -65,3 +66,30 @@ def test_rejudge_refuses_an_out_that_is_a_file(tmp_path):
     assert code == 2, output
     assert _one_error_line(output) and "exists and is not a directory" in output, output
     assert out.read_text() == "mine\n"
+
+
+# ------------------------------------------------------------------ online-layers' memory, estimated before it runs
+def test_online_layers_declares_its_memory_and_a_huge_d_is_refused_before_it_runs():
+    from icl_gd.core.errors import ConfigError
+    from icl_gd.core.study import resolve_study_config
+    from icl_gd.platform.memory import check_memory, estimate_run_memory
+    from icl_gd.studies import get_study
+
+    spec = get_study("online-layers")
+    for preset in spec.preset_names():  # the presets' runs fit in a GiB: never refused on a laptop
+        parts = estimate_run_memory(spec, resolve_study_config(spec, preset, []))
+        assert {"training.batch_size", "evaluation.n_test", "evaluation.n_tune"} <= set(parts), parts
+        assert 0 < max(parts.values()) < 2**30, (preset, parts)
+    huge = resolve_study_config(spec, "default", ["task.d=100000"])
+    # the batch's tokens alone: 512 tasks of 21 tokens of width 100 001 in float32
+    assert estimate_run_memory(spec, huge)["training.batch_size"] >= 512 * 21 * 100_001 * 4
+    with pytest.raises(ConfigError, match="needs at least"):
+        check_memory(spec, huge, torch.device("cpu"), available=24 * 2**30)
+
+
+def test_online_layers_with_a_huge_d_is_one_line_and_leaves_nothing(tmp_path):
+    out = tmp_path / "run"
+    code, output = _invoke(["run", "online-layers", "--out", out, "--set", "task.d=100000", "--no-progress"])
+    assert code == 2, output
+    assert _one_error_line(output) and "needs at least" in output and "GiB" in output, output
+    assert not out.exists()

@@ -14,7 +14,7 @@ import pytest
 from icl_gd.core.config import apply_overrides
 from icl_gd.core.study import RunMemory, _literal_card
 from icl_gd.regression.config import QuickRegressionConfig, RegressionConfig
-from icl_gd.regression.memory import regression_memory
+from icl_gd.regression.memory import fast_weight_memory, regression_memory
 from icl_gd.studies import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ DECLARED: dict[str, tuple[Callable[[Any], RunMemory] | None, Callable[[Any], Any
                                                     batched_seeds=c.model.block == "lsa"),
                         RegressionConfig.train_config),
     "foreign-transformer": (None, RegressionConfig.train_config),
-    "online-layers": (None, RegressionConfig.train_config),
+    "online-layers": (fast_weight_memory, RegressionConfig.train_config),
 }
 # Overrides beside each preset that reach the batched-seeds term (S seeds' batches held at once).
 VARIANTS: dict[str, list[list[str]]] = {

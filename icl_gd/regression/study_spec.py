@@ -58,12 +58,16 @@ def regression_study(*, name: str, summary: str, default_config: type[C],
                      training_work: Callable[[C], Sequence[TrainingWork]],
                      presets: Mapping[str, Callable[[], C]] | None = None,
                      memory_shape: Callable[[C], MemoryShape] | None = config_memory_shape,
+                     memory: Callable[[C], RunMemory] | None = None,
                      headline: tuple[str, ...] = (), tiny: tuple[str, ...] = ()) -> Study:
     """The ``Study`` of a regression study: the fields named here as ``Study`` takes them, plus one intra-op thread,
     ``resolved_training`` = ``default_config.train_config`` and ``memory`` = ``regression_memory`` at
     ``memory_shape(config)`` (None: the run's memory is not estimated, e.g. a model the estimate does not
-    describe)."""
+    describe). ``memory``: a study whose largest tensors are not an LSA stack's passes its own estimate (e.g.
+    ``fast_weight_memory``), used in place of ``memory_shape``'s."""
+    if memory is None and memory_shape is not None:
+        memory = shaped_memory(memory_shape)
     return Study(name=name, summary=summary, default_config=default_config, run=run,
                  default_threads=REGRESSION_THREADS, presets=dict(presets or {}), headline=headline,
-                 memory=None if memory_shape is None else shaped_memory(memory_shape),
+                 memory=memory,
                  resolved_training=default_config.train_config, training_work=training_work, tiny=tiny)
