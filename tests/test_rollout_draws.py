@@ -150,3 +150,29 @@ def test_a_diverging_draw_is_counted_as_such():
                          "model": "gd", "loss": "0.5"})
     shares = divergence_shares(rows)
     assert shares[(0.75, "trained")] == (2, 3) and shares[(0.75, "gd")] == (0, 3)
+
+
+def test_the_damping_scans_shares_on_the_single_layer_page_are_the_kept_scans():
+    """docs/studies/single-layer.md's shares of the damping scan are rollout_shares_table of docs/rollout-scan."""
+    import csv as _csv
+
+    from icl_gd.claims.rollout import SHARES_END, SHARES_START, rollout_shares_table
+
+    root = Path(__file__).resolve().parents[1]
+    with (root / "docs" / "rollout-scan" / "rollout_draws.csv").open() as handle:
+        table = rollout_shares_table(list(_csv.DictReader(handle)))
+    page = (root / "docs" / "studies" / "single-layer.md").read_text()
+    assert page[page.index(SHARES_START):page.index(SHARES_END) + len(SHARES_END)] == table
+    # GD's curve of a draw counts once although three trained seeds were scored on it: 20 draws, not 60
+    assert "| 0.75 | 43 of 60 (" in table and "| 5 of 20 (" in table
+
+
+def test_falling_and_diverging_shares_count_each_method_on_each_draw():
+    from icl_gd.claims.rollout import falling_shares, falls_at_every_step
+
+    assert falls_at_every_step([3.0, 2.0, 1.0]) and not falls_at_every_step([3.0, 3.5, 1.0])
+    assert not falls_at_every_step([3.0, float("inf")])
+    draws = [{"trained": [1.0, 0.5], "gd": [1.0, 2.0]}, {"trained": [1.0, 0.9], "gd": [1.0, 0.8]}]
+    text = falling_shares(draws)
+    assert "trained: falls at every step on 2 of 2" in text and "gd: falls at every step on 1 of 2" in text
+    assert "gd: falls at every step on 1 of 2 (0.500 [0.013, 0.987])" in text and "both fall at every step on 1 of 2" in text

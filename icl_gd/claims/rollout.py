@@ -12,6 +12,7 @@ from typing import ClassVar
 from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
 from icl_gd.claims.evidence import table_rows as _table
 from icl_gd.claims.formatting import format_value
+from icl_gd.core import stats
 from icl_gd.core.results import read_json
 from icl_gd.regression.rollout.depth import diverges
 from icl_gd.regression.metric_names import model_symbol
@@ -150,9 +151,10 @@ class OverDraws:
         seed, from its runs' ``test_seed``) and how many of them diverge; every seed's per-draw values and how many
         of its draws hold; seed 0's tasks beyond the stability bound at the statistic's damping."""
         s = self.statistic
-        seeds, held, total, diverged = [], 0, 0, 0
+        seeds, held, total, diverged, every_draw = [], 0, 0, 0, []
         for i, e in enumerate(evidence):
             curves = _depth_curves(e, s.damping, s.plan, s.column, ROLLOUT_DRAWS)
+            every_draw += list(curves.values())
             values = [s.of(by_model) for by_model in curves.values()]
             ok = sum(passes(v) for v in values)
             held, total = held + ok, total + len(values)
@@ -165,12 +167,83 @@ class OverDraws:
                        f"rests on {per_seed} test draws, the same for every seed (the seeds share test_seed "
                        f"{', '.join(map(str, sorted(t for t in test_seeds if t is not None)))}): not independent "
                        "replicates of the draw")
-        text = (f"{independent}; {diverged} of {total} draws diverge (a loss of the trained layer or GD after the "
-                f"last application not finite or above the first's); {held} of {total} draws hold; per draw: "
-                f"{'; '.join(seeds)}")
+        text = (f"{independent}; {diverged} of {total} draws diverge {_interval(diverged, total)} (a loss of the "
+                f"trained layer or GD after the last application not finite or above the first's); {held} of {total} "
+                f"draws hold {_interval(held, total)}; {falling_shares(every_draw)}; per draw: {'; '.join(seeds)}")
         if evidence:
             text += "; seed 0's draws: " + _unstable_tasks(evidence[0], s.damping, s.plan)
         return text
+
+
+def _interval(count: int, total: int) -> str:
+    """"(0.627 [0.544, 0.704])": a share with its exact (Clopper-Pearson) 95% interval ("" of none)."""
+    if not total:
+        return ""
+    low, high = stats.share_interval(count, total)
+    return f"({count / total:.3f} [{low:.3f}, {high:.3f}])"
+
+
+def _share(count: int, total: int) -> str:
+    """"94 of 150 (0.627 [0.544, 0.704])": a count of test draws with its share's interval."""
+    return f"{count} of {total} {_interval(count, total)}".rstrip()
+
+
+def falls_at_every_step(curve: Sequence[float]) -> bool:
+    """Whether a mean-loss curve (loss after n = 1, 2, ... applications) falls at every step, every value finite."""
+    return all(math.isfinite(v) for v in curve) and all(b < a for a, b in zip(curve, curve[1:]))
+
+
+def falling_shares(draws: Sequence[dict[str, list[float]]], models: Sequence[str] = ("trained", "gd")) -> str:
+    """Per method, the share of test draws on which its mean loss falls at every step, and the share on which its
+    curve diverges, each with its exact (Clopper-Pearson) 95% interval: the quantities 'steadily decreasing' is
+    about, counted over draws."""
+    parts = []
+    for model in models:
+        curves = [d[model] for d in draws if model in d]
+        parts.append(f"{model}: falls at every step on {_share(sum(map(falls_at_every_step, curves)), len(curves))}, "
+                     f"diverges on {_share(sum(map(diverges, curves)), len(curves))}")
+    both = [d for d in draws if all(m in d for m in models)]
+    parts.append(f"both fall at every step on "
+                 f"{_share(sum(all(falls_at_every_step(d[m]) for m in models) for d in both), len(both))}")
+    return "test draws: " + "; ".join(parts)
+
+
+def rollout_shares(rows: Sequence[dict[str, str]], column: str = "loss") -> dict[float, dict[str, list[list[float]]]]:
+    """Per damping λ of a ``rollout_draws.csv`` (rows {seed, draw, damping, applications, model, loss}), each
+    method's curves, one per independent test draw: a method's curve that several seeds share on one draw (GD's,
+    the same for every trained seed scored on that draw) counts once."""
+    curves: dict[float, dict[tuple[str, str, str], dict[int, float]]] = {}
+    for row in rows:
+        key = (row["model"], row.get("seed", "0"), row["draw"])
+        curves.setdefault(float(row["damping"]), {}).setdefault(key, {})[int(row["applications"])] = float(row[column])
+    out: dict[float, dict[str, list[list[float]]]] = {}
+    for damping, by_key in sorted(curves.items()):
+        seen: dict[str, dict[tuple[str, tuple[float, ...]], list[float]]] = {}
+        for (model, _, draw), by_n in by_key.items():
+            curve = [by_n[n] for n in sorted(by_n)]
+            seen.setdefault(model, {})[(draw, tuple(curve))] = curve
+        out[damping] = {model: list(unique.values()) for model, unique in seen.items()}
+    return out
+
+
+SHARES_START = "<!-- rollout-shares:start (written from a rollout_draws.csv by rollout_shares_table; do not edit) -->"
+SHARES_END = "<!-- rollout-shares:end -->"
+
+
+def rollout_shares_table(rows: Sequence[dict[str, str]], models: Sequence[str] = ("trained", "gd")) -> str:
+    """The damping scan as shares of test draws with exact (Clopper-Pearson) 95% intervals: per λ and method, the
+    draws on which its mean loss falls at every application, and those on which its curve diverges."""
+    head = ["| λ | " + " | ".join(f"{m}: falls at every step | {m}: diverges" for m in models) + " |",
+            "|---|" + "---|---|" * len(models)]
+    body = []
+    for damping, by_model in rollout_shares(rows).items():
+        cells = []
+        for model in models:
+            curves = by_model.get(model, [])
+            cells += [_share(sum(map(falls_at_every_step, curves)), len(curves)),
+                      _share(sum(map(diverges, curves)), len(curves))]
+        body.append(f"| {damping:g} | " + " | ".join(cells) + " |")
+    return "\n".join([SHARES_START, "", *head, *body, "", SHARES_END])
 
 
 def _diverges(curves: dict[str, list[float]]) -> bool:

@@ -209,14 +209,6 @@ class Flip:
                 "threshold": self.threshold, "scale": self.scale or "statistic", "text": self.text()}
 
 
-def share_interval(passing: int, n: int) -> tuple[float, float]:
-    """The exact (Clopper-Pearson) 95% interval of a proportion ``passing`` / ``n``."""
-    from scipy.stats import binomtest
-
-    ci = binomtest(passing, n).proportion_ci(confidence_level=0.95, method="exact")
-    return float(ci.low), float(ci.high)
-
-
 def flip_point(claim: Claim, values: Sequence[float]) -> Flip | None:
     """The verdict's flip point for the kept per-seed ``values`` (None without an interval: one seed, a value not
     finite or NaN)."""
@@ -226,7 +218,7 @@ def flip_point(claim: Claim, values: Sequence[float]) -> Flip | None:
         worst = max(values) if claim.direction is Direction.BELOW else min(values)
         return Flip(worst, worst, claim.direction, claim.threshold)
     if claim.share is not None:
-        low, high = share_interval(sum(claim.passes(v) for v in values), len(values))
+        low, high = stats.share_interval(sum(claim.passes(v) for v in values), len(values))
         return Flip(low, high, Direction.ABOVE, claim.share, "share")
     interval = Spread(tuple(values), log=claim.log_scale).interval
     if interval is None:

@@ -71,3 +71,11 @@ def spread(values: Sequence[float], log: bool = False) -> Spread:
         return Spread(back(centre), std, None, None, len(values), log)
     half = t_half_width(std, len(values))
     return Spread(back(centre), std, back(centre - half), back(centre + half), len(values), log)
+
+
+def share_interval(passing: int, n: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95% interval of a proportion ``passing`` / ``n``."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(passing, n).proportion_ci(confidence_level=0.95, method="exact")
+    return float(ci.low), float(ci.high)
