@@ -300,3 +300,19 @@ def test_sine_functions_are_drawn_from_a_finished_run_only(tmp_path):
     (cut,) = _lines(tmp_path, [_sine_run(0, 100, 100, -0.36)])
     with pytest.raises(SystemExit, match="no 'functions'"):
         draw_sine_functions.main([cut, "--out", str(tmp_path / "g.png")])
+
+
+def test_every_record_compared_for_agreement_names_its_raw_output_or_says_it_has_none():
+    """The sine records keep their driver's file (and it is in the repository); the 40 000-step separate-token record
+    kept none, and its row says so."""
+    from icl_gd.claims.authors import authors_values
+    from icl_gd.claims.summary import raw_output_text
+
+    root = Path(__file__).resolve().parents[1]
+    records = authors_values()
+    sine = raw_output_text(records["vo-sine"])
+    assert sine == "their driver's raw output: docs/authors_check/driver_output/sine_s0.json"
+    for record in records.values():
+        for path in record.provenance.get("raw_output") or []:
+            assert (root / path).is_file(), path
+    assert raw_output_text(records["vo-separate-one-step"]).startswith("no raw driver output kept")

@@ -355,7 +355,14 @@ def authors_text(result: ClaimResult) -> str:
                 + (f" ({compared_.note})" if compared_.note else "") + others)
     verdict = compared_.verdict.value + (f" ({compared_.verdict_note})" if compared_.verdict_note else "")
     return (f"{their_values(theirs)}: theirs {verdict}; {compared_.agreement.value}"
-            + (f" ({compared_.note})" if compared_.note else "") + others)
+            + (f" ({compared_.note})" if compared_.note else "") + f"; {raw_output_text(theirs)}" + others)
+
+
+def raw_output_text(theirs: AuthorsValue) -> str:
+    """Where the driver's raw output of a record compared for agreement is kept, or that it has none."""
+    kept = theirs.provenance.get("raw_output") or []
+    return (f"their driver's raw output: {', '.join(kept)}" if kept else
+            "no raw driver output kept (the values as recorded in icl_gd/claims/authors_values.json)")
 
 
 def summary_json(results: Sequence[ClaimResult]) -> dict:
