@@ -29,8 +29,10 @@ LOG_PANEL_GAP = 1 - 10 ** -_LOG_PANEL_DECADES
 
 TOLERANCES: dict[Form, Tolerance] = {t.form: t for t in (
     Tolerance(Form.MATCHES, "'identical' / 'matches' / 'matched' in loss: a relative gap |L - L_ref| / L_ref under 2%",
-              "the paper gives no number; a mean loss over its 10 000 test tasks carries a sampling error of about "
-              "1.6% of its value, so its evaluation cannot place two losses closer than about 2%"),
+              "the paper gives no number; 2% is a reading of 'identical', not a noise floor: two predictors scored on "
+              "the same tasks differ with a paired sampling error near 0.1%, far finer than the quoted figures show, "
+              "so the headline reads these sentences on their figures (docs/verdicts.md) and this bar is the stated "
+              "tolerance the authors' code is compared on"),
     Tolerance(Form.LOG_PANEL, "'performs equally' / 'mimics' on a log-scale panel: within 0.1 decade at every "
               f"point, read as |L - L_ref| / L_ref under 1 - 10^-0.1 = {LOG_PANEL_GAP:.4f}",
               "the out-of-distribution panels are log-scale and span 2 to 5 decades; 0.1 decade is 2-5% of such "
