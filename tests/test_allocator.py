@@ -36,6 +36,7 @@ def _rounds(setup: str, kept: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_kept_memory_is_reused_instead_of_faulted_in_again():
     plain = _rounds("", "None")
     # the fewest faults of three fresh processes: now and then one process faults a few of its rounds in again (seen on
@@ -46,6 +47,7 @@ def test_kept_memory_is_reused_instead_of_faulted_in_again():
     assert kept["kept"] is True and kept["faults"] < plain["faults"] / 20
 
 
+@pytest.mark.slow
 def test_a_user_s_own_malloc_settings_stand():
     mine = _rounds("from icl_gd.core.allocator import keep_freed_memory\nkept = keep_freed_memory()", "kept",
                    env={"MALLOC_TOP_PAD_": "131072"})  # glibc's default value: only the user's say-so differs

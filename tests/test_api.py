@@ -51,6 +51,7 @@ def quickstart(tmp_path_factory):
     return name, tmp / out, namespace, tmp
 
 
+@pytest.mark.slow
 def test_readme_quickstart_runs_and_returns_the_run_it_wrote(quickstart):
     name, out, namespace, cwd = quickstart
     runs = [v for v in namespace.values() if isinstance(v, Run)]
@@ -58,6 +59,7 @@ def test_readme_quickstart_runs_and_returns_the_run_it_wrote(quickstart):
     assert runs[0].study == name and (out / "metrics.json").is_file()
 
 
+@pytest.mark.slow
 def test_metrics_and_config_are_the_files_on_disk(quickstart):
     _, out, _, _ = quickstart
     run = load_run(out)
@@ -71,6 +73,7 @@ def test_metrics_and_config_are_the_files_on_disk(quickstart):
     assert str(out) in text and "single-layer" in text and "curves" in text and "loss_trained=" in text
 
 
+@pytest.mark.slow
 def test_table_is_the_csv_read_independently(quickstart):
     _, out, _, _ = quickstart
     run = load_run(out)
@@ -87,6 +90,7 @@ def test_table_is_the_csv_read_independently(quickstart):
         run.table("nope")
 
 
+@pytest.mark.slow
 def test_figures_name_the_pngs_save_figure_wrote(quickstart):
     _, out, _, _ = quickstart
     run = load_run(out)
@@ -96,6 +100,7 @@ def test_figures_name_the_pngs_save_figure_wrote(quickstart):
         assert path.with_suffix(".pdf").is_file()
 
 
+@pytest.mark.slow
 def test_not_a_finished_run_is_a_one_line_run_directory_error(quickstart, tmp_path):
     _, out, _, _ = quickstart
     unfinished = tmp_path / "unfinished"
@@ -112,6 +117,7 @@ def test_not_a_finished_run_is_a_one_line_run_directory_error(quickstart, tmp_pa
         assert str(path) in message and "\n" not in message and not isinstance(caught.value, KeyError)
 
 
+@pytest.mark.slow
 def test_run_study_refuses_a_finished_run_without_force(quickstart):
     _, out, _, _ = quickstart
     with pytest.raises(RunDirectoryError, match="finished"):

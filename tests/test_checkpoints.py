@@ -58,6 +58,7 @@ def test_language_model_sets_a_damaged_checkpoint_aside_and_finishes(tmp_path):
     assert torch.equal(resumed.model.output.weight, reference.model.output.weight)  # trained again from scratch
 
 
+@pytest.mark.slow
 def test_dual_form_study_sets_a_damaged_or_stale_result_aside_and_finishes(tmp_path):
     study = get_study("dual-form")
     tiny = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_figure_queries=0",

@@ -78,6 +78,7 @@ def tiny_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("group", list(GROUPS), ids=lambda g: " ".join((g[0], g[1], *g[2])))
+@pytest.mark.slow
 def test_every_claim_computes_its_statistic_from_its_study_run(tiny_runs, group):
     run_dir = tiny_runs[group]
     if isinstance(run_dir, str):
@@ -93,6 +94,7 @@ def test_every_claim_computes_its_statistic_from_its_study_run(tiny_runs, group)
         assert isinstance(value, float), claim.id
 
 
+@pytest.mark.slow
 def test_a_typo_in_a_metric_key_fails(tiny_runs):
     """The check above is not vacuous: a claim reading a key its study does not write is caught."""
     from dataclasses import replace
@@ -108,6 +110,7 @@ def test_a_typo_in_a_metric_key_fails(tiny_runs):
         typo.statistic(SeedEvidence((metrics,), (tiny_runs[group],)))
 
 
+@pytest.mark.slow
 def test_no_tiny_run_draws_a_figure(tiny_runs):
     """``figures=False`` reaches every study, including dual-form and dual-form-lm, which draw outside
     ``StudyRun.finish`` and so need their own guard (dropping either guard writes PNGs here)."""

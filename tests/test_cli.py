@@ -80,6 +80,7 @@ def test_steps_sets_every_steps_key_of_a_study():
     assert code == 2 and "--set key 'steps' is ambiguous" in out
 
 
+@pytest.mark.slow
 def test_verify_passes_and_prints_errors():
     code, out = _invoke(["verify"])
     assert code == 0, out
@@ -103,6 +104,7 @@ def tiny_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_everything(tiny_run):
     names = {p.name for p in tiny_run.iterdir()}
     assert {"config.json", "metrics.json", "curves.csv", "ood.csv", "interpolation.csv", "checkpoints",
@@ -130,6 +132,7 @@ def test_tiny_run_writes_everything(tiny_run):
         attempt["phases_wall_s"]
 
 
+@pytest.mark.slow
 def test_finished_run_needs_force_and_same_seed_gives_same_numbers(tiny_run, tmp_path):
     code, out = _invoke(["run", "single-layer", "--out", str(tiny_run), *TINY])
     assert code == 2 and "already holds a finished run" in out and "Traceback" not in out
@@ -188,6 +191,7 @@ def test_unwritable_out_is_a_usage_error(tmp_path):
         locked.chmod(0o700)
 
 
+@pytest.mark.slow
 def test_damaged_checkpoint_is_a_one_line_notice_not_a_traceback(tiny_run, tmp_path):
     out = tmp_path / "damaged"
     args = ["run", "single-layer", "--out", str(out), *TINY, "--set", "checkpoint_every=10", "--no-figures"]
@@ -222,6 +226,7 @@ def test_divergence_is_a_runtime_error_exit_1(tmp_path):
     assert not (tmp_path / "nan" / "metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monkeypatch):
     import icl_gd.regression.study as study
 

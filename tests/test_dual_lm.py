@@ -214,6 +214,7 @@ TINY_RUN = ["--no-progress", "--set", "n_queries=8", "--set", "context=6", "--se
             "--set", "verify_queries=4"]
 
 
+@pytest.mark.slow
 def test_study_end_to_end_both_setups_on_written_texts(tmp_path):
     text = _grammar_corpus(tmp_path / "grammar.txt")
     book = _book(tmp_path)

@@ -220,6 +220,7 @@ def _tiny_data(tmp_path, monkeypatch):
     return fashion
 
 
+@pytest.mark.slow
 def test_paper_preset_end_to_end_on_tiny_files_and_resumes(tmp_path, monkeypatch):
     fashion = _tiny_data(tmp_path, monkeypatch)
     study = get_study("dual-form")

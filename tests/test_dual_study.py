@@ -20,6 +20,7 @@ TINY = ["dataset=digits", "hidden=12", "epochs=2", "n_queries=8", "top_k=3", "n_
         "train_examples=128"]
 
 
+@pytest.mark.slow
 def test_cli_runs_all_three_settings(tmp_path):
     out = tmp_path / "run"
     args = ["run", "dual-form", "--out", str(out), "--steps", "6", "--seeds", "1", "--no-progress"]
@@ -53,6 +54,7 @@ def test_cli_runs_all_three_settings(tmp_path):
     assert config["training"]["steps"] == 6 and config["seeds"] == 1
 
 
+@pytest.mark.slow
 def test_same_seed_same_numbers(tmp_path):
     study = get_study("dual-form")
     config = apply_overrides(study.default_config(), TINY + ["settings=joint", "steps=4", "n_figure_queries=0"])

@@ -71,6 +71,7 @@ def test_a_failed_write_names_the_path_and_the_reason_and_keeps_the_old_file(tmp
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["table.csv"]  # no temp file
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_run_is_one_line_exit_1_and_the_rerun_finishes(tmp_path, monkeypatch):
     out = tmp_path / "run"
     _disk_full_in(monkeypatch, "figures")
@@ -221,6 +222,7 @@ sys.exit(code)
 
 
 @pytest.mark.parametrize("scheme", ["", "ray://"])
+@pytest.mark.slow
 def test_a_ray_address_where_nothing_listens_fails_in_seconds(tmp_path, scheme):
     pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
     address = f"{scheme}127.0.0.1:{_free_port()}"
@@ -242,6 +244,7 @@ def test_a_malformed_ray_address_is_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------ result files others can read
+@pytest.mark.slow
 def test_result_files_honour_the_umask(tmp_path):
     """Under umask 022 every result file is 0644, as `open` would make it (mkstemp's 0600 made them unreadable to
     anyone else: metrics.json, the CSVs, the figures)."""

@@ -66,6 +66,7 @@ def drawn(tmp_path_factory):
 
 
 @pytest.mark.parametrize("study", list(TINY))
+@pytest.mark.slow
 def test_every_figure_names_what_ran_and_labels_its_axes_in_words(drawn, study):
     figures = drawn[study]
     if isinstance(figures, str):

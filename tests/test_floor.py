@@ -121,6 +121,7 @@ _TINY_DUAL = ("data.dataset=digits", "data.second_task=permuted", "data.train_ex
 
 @pytest.mark.parametrize("extra", [(), ("training.steps=3", "training.continual_phase_steps=2",
                                         "training.grad_clip=1.0"), ("training.steps=50",)])  # 50: past 2 epochs
+@pytest.mark.slow
 def test_the_image_dual_form_declares_the_float64_steps_and_products_it_trains(tmp_path, monkeypatch, extra):
     """Every recorded SGD step of a run, counted per trained MLP (a setting): as many steps as each setting
     declares, each with the declared step's FLOPs (the recorder's own products included), in float64. (150 images
@@ -151,6 +152,7 @@ def test_the_image_dual_form_declares_the_float64_steps_and_products_it_trains(t
 
 
 @pytest.mark.parametrize("steps", ["10", "none"])  # none: 2 epochs, each ending on a shorter window
+@pytest.mark.slow
 def test_the_language_model_declares_the_steps_and_products_it_trains(tmp_path, monkeypatch, steps):
     """Every recorded step of a dual-form-lm run (the word-level set-up on a written text, tiny LSTM), counted: as
     many as declared, the declared step's FLOPs those of a full window (an epoch's last window may be shorter and

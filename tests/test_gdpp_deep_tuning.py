@@ -140,6 +140,7 @@ def test_authors_tuning_with_clipping_is_theirs_on_whole_matrices(K, shared):
 
 
 # ---------------------------------------------------------------------------------------------------- L-BFGS at depth
+@pytest.mark.slow
 def test_lbfgs_gdpp_at_ten_recurrent_steps_leaves_its_start_and_is_no_worse_than_any_start():
     """Ten recurrent GD++ steps: every plain L-BFGS descent used to step into the region where the K-step products
     explode and be dropped, so the tuner returned its start, GD (γ = 0). Keeping each descent's best point and

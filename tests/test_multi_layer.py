@@ -29,6 +29,7 @@ def _run(tmp_path, figures=True, **settings):
     return config, mean, read_json(tmp_path / "metrics.json")
 
 
+@pytest.mark.slow
 def test_recurrent_run_writes_everything(tmp_path):
     config, mean, metrics = _run(tmp_path, layers=2, recurrent=True)
     assert all(k in metrics["mean"] for k in REQUIRED)
@@ -75,6 +76,7 @@ def test_recurrent_run_writes_everything(tmp_path):
     assert len(depth) == 1 + 2 * 2 * 3 * 6  # seeds x dampings x models x applications
 
 
+@pytest.mark.slow
 def test_separate_layers_and_sequential_seeds_match_batched(tmp_path):
     _, _, batched = _run(tmp_path / "a", figures=False, layers=3, recurrent=False)
     _, _, sequential = _run(tmp_path / "b", figures=False, layers=3, recurrent=False, batched_seeds=False,
@@ -87,6 +89,7 @@ def test_separate_layers_and_sequential_seeds_match_batched(tmp_path):
         assert a[key] == pytest.approx(b[key], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_transformer_blocks_train_and_are_scored_against_the_same_references(tmp_path):
     config, _, metrics = _run(tmp_path, layers=2, block="transformer", seeds=1, n_ood=8)
     m = metrics["mean"]

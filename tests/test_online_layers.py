@@ -186,6 +186,7 @@ def test_tuned_online_gd_step_is_near_the_population_optimum():
 
 # ---------------------------------------------------------------------------------------------------- population
 @pytest.mark.parametrize("noise", [0.0, 0.5])
+@pytest.mark.slow
 def test_population_online_gd_loss_matches_monte_carlo(noise):
     """The derived L_N(η*) against online GD (online.py) on 400 000 sampled tasks: within 0.5%, with a standard
     error under 0.15%, so a formula 1% off fails. Each task's loss is its expectation over the query,
@@ -220,6 +221,7 @@ def test_population_online_gd_optimum():
 
 
 @pytest.mark.parametrize("inputs, noise", [(UniformInputs(), 0.0), (NormalInputs(), 0.5)])
+@pytest.mark.slow
 def test_population_nlms_loss_matches_monte_carlo(inputs, noise):
     """The derived normalised-LMS L_N(μ*) against the recurrence (online.py) on 400 000 sampled tasks, as the
     online-GD test above: within 0.5% at a standard error under 0.15%, so a formula 1% off fails. The uniform law

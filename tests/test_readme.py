@@ -42,6 +42,7 @@ def test_the_readme_shows_the_commands_this_file_runs():
 
 
 @pytest.mark.parametrize("args", [c for c in _commands() if " ".join(c) not in ELSEWHERE], ids=" ".join)
+@pytest.mark.slow
 def test_readme_command_runs(args, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the README's relative --out directories land here
     if args[0] == "sweep":

@@ -38,6 +38,7 @@ def test_the_defaults_are_the_multi_layer_studys():
     assert bench.default_config(["layers=3"]).n_steps == 3
 
 
+@pytest.mark.slow
 def test_every_reference_and_size_is_summarised(tiny):
     assert [(s.reference, s.n_tune) for s in tiny.spreads] == [
         (name, n) for name in bench.REFERENCE_NAMES for n in SIZES]
@@ -62,6 +63,7 @@ def test_every_reference_and_size_is_summarised(tiny):
     json.dumps(to_jsonable(tiny))
 
 
+@pytest.mark.slow
 def test_the_one_step_reference_is_scored_against_its_population_optimum(tiny):
     assert [c.n_tune for c in tiny.population] == list(SIZES)
     for c in tiny.population:
@@ -71,6 +73,7 @@ def test_the_one_step_reference_is_scored_against_its_population_optimum(tiny):
     assert max(map(abs, large.eta_gaps)) < max(map(abs, small.eta_gaps))
 
 
+@pytest.mark.slow
 def test_the_one_step_spread_shrinks_as_the_tuning_sets_grow(tiny):
     # Independent tuning sets: the spread is there, and falls with 16x the tasks. Sets drawn from one seed would
     # all tune the same η: no spread at either size.

@@ -25,6 +25,7 @@ def _example() -> str:
     return re.search(r"<!-- reproduction-api -->\n```python\n(.*?)```", text, re.S).group(1)
 
 
+@pytest.mark.slow
 def test_the_python_example_of_the_reproduce_page_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(compile(_example(), str(PAGE), "exec"), {})

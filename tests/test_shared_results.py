@@ -137,6 +137,7 @@ def _calls(run_dir: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("study, overrides, computing, reading, n_shared, tables", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_a_sweeps_later_seed_reads_the_references_and_writes_the_numbers_of_a_lone_run(
         tmp_path, study, overrides, computing, reading, n_shared, tables):
     specs = [RunSpec(study, "default", (*overrides, f"seed={s}", "seeds=1")) for s in (0, 1)]

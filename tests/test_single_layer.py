@@ -71,6 +71,7 @@ def test_bad_iteration_arguments_raise():
             apply_overrides(SingleLayerConfig(), [bad])
 
 
+@pytest.mark.slow
 def test_study_writes_depth_rows_metrics_and_figure(tmp_path):
     settings = dict(steps=6, batch_size=32, eval_every=6, checkpoint_every=6, n_test=64, n_tune=128, n_ood=16,
                     max_applications=5, dampings="1.0,0.75", interpolation_points=2, rollout_draws=3)

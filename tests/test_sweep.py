@@ -88,6 +88,7 @@ def _sweep_command(out):
             "--no-figures"]
 
 
+@pytest.mark.slow
 def test_local_sweep_records_failures_survives_a_killed_worker_and_a_rerun_completes(tmp_path):
     out = tmp_path / "sweep"
     sweep = subprocess.Popen(_sweep_command(out), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -166,6 +167,7 @@ def _listening_addresses_of_this_process_tree():
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads listening sockets from Linux's /proc")
+@pytest.mark.slow
 def test_ray_backend_on_a_local_ray_instance_listens_on_loopback_and_gives_the_local_numbers(tmp_path):
     """The Ray instance a sweep starts (no --address) is this machine's alone: its node address is 127.0.0.1 and
     no server of it listens on another interface. Started here with the sweep's own function, then used as an
