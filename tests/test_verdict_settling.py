@@ -106,6 +106,17 @@ def test_an_identity_is_decided_by_its_worst_value_and_one_seed_settles_no_claim
     assert decide(_claim(), [0.001])[0] is Verdict.INCONCLUSIVE
 
 
+def _exact_interval_of_9_of_10() -> tuple[float, float]:
+    """The Clopper-Pearson 95% interval of 9 passes in 10, from the binomial tails: the lower end is the p at which
+    P(X >= 9) = 10 p^9 (1 - p) + p^10 is 2.5% (by bisection: it rises with p), the upper the p at which
+    P(X <= 9) = 1 - p^10 is 2.5%, i.e. 0.975^(1/10)."""
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if 10 * mid ** 9 * (1 - mid) + mid ** 10 < 0.025 else (low, mid)
+    return low, 0.975 ** 0.1
+
+
 def test_a_per_run_claim_judges_the_share_of_seeds_that_pass():
     # "training finds the solution in most runs": each seed passes or not, the share's exact interval decides
     claim = _claim(threshold=0.02, share=0.5)
@@ -113,7 +124,8 @@ def test_a_per_run_claim_judges_the_share_of_seeds_that_pass():
     assert decide(claim, [0.01] * 6 + [0.05] * 4)[0] is Verdict.INCONCLUSIVE  # 6 of 10: [0.26, 0.88]
     assert decide(claim, [0.05] * 10)[0] is Verdict.FAILS
     flip = flip_point(claim, [0.01] * 9 + [0.05])
-    assert flip.scale == "share" and flip.holds_beyond == pytest.approx(0.5550, abs=1e-3)
+    low, high = _exact_interval_of_9_of_10()  # 0.555, 0.997
+    assert flip.scale == "share" and (flip.holds_beyond, flip.fails_beyond) == pytest.approx((low, high), rel=1e-9)
     with pytest.raises(ConfigError):
         _claim(share=1.5)
 
