@@ -31,6 +31,7 @@ def fast_report(tmp_path_factory):
     return out, result.output
 
 
+@pytest.mark.slow
 def test_fast_claims_hold_and_every_report_file_is_written(fast_report):
     out, output = fast_report
     assert "3 construction checks: 3 hold, 0 fail, 0 inconclusive; wrote" in output
@@ -55,6 +56,7 @@ def test_list_prints_each_claims_location_and_whose_it_is():
     assert re.search(r"^vo-prop1-exact +construction check ", result.output, re.M)
 
 
+@pytest.mark.slow
 def test_second_call_reuses_the_finished_verify_run(fast_report):
     out, _ = fast_report
     metrics = out / "runs" / "verify" / "metrics.json"
@@ -166,6 +168,7 @@ def _chromium() -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_path):
     page = _report_with_figure(tmp_path)
     browser = _chromium()
@@ -197,6 +200,7 @@ def test_html_report_shows_the_claims_table_and_a_figure_in_a_real_browser(tmp_p
     assert rows == 1 and images >= 1 and 0 < width <= 1280 and overflow <= 0 and badges == 3
 
 
+@pytest.mark.slow
 def test_update_readme_replaces_only_the_marked_block(tmp_path, fast_report):
     from icl_gd.claims.report import README_END, README_START
 
@@ -258,6 +262,7 @@ def test_readme_claims_table_is_a_generated_block_whose_summary_matches_its_rows
             verdicts.count("no valid reference"))
 
 
+@pytest.mark.slow
 def test_generated_readme_block_passes_its_own_check(tmp_path):
     """The block the command writes (claims table, then the construction checks) parses as the README test reads it."""
     from icl_gd.claims.report import CONSTRUCTION_HEADING, ReportHeader, readme_block

@@ -28,6 +28,7 @@ def _uniform_closed_form(d: int, n: int, r: float) -> tuple[float, float]:
     return eta, loss
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_the_closed_form_beside_tuned_gd(tmp_path):
     """At the study's tiny budget each seed's metrics hold η*, E L(η*) of the run's own task and tuned GD's gap to
     E L(η*); the figure with the dashed line is drawn. Fails if a metric is missing, comes from another task (the
@@ -46,6 +47,7 @@ def test_tiny_run_writes_the_closed_form_beside_tuned_gd(tmp_path):
     assert "loss_curves" in done.figures
 
 
+@pytest.mark.slow
 def test_a_run_the_closed_form_does_not_cover_finishes_without_it(tmp_path):
     """Two layers compare two GD steps, which the one-step formula does not cover: no metric, a notice, and the
     run (figures included) still finishes."""
