@@ -93,3 +93,17 @@ def test_online_layers_with_a_huge_d_is_one_line_and_leaves_nothing(tmp_path):
     assert code == 2, output
     assert _one_error_line(output) and "needs at least" in output and "GiB" in output, output
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ a diverged training is a training failure
+ONLINE_TINY = ["--steps", "20", "--set", "batch_size=32", "--set", "n_test=128", "--set", "n_tune=128",
+               "--set", "eval_every=10", "--set", "n_context=6", "--no-progress", "--no-figures"]
+
+
+@pytest.mark.parametrize("setting, named", [("model.beta=1e9", "model.*"), ("training.lr=1e9", "training.lr")])
+def test_a_diverged_training_is_exit_1_naming_the_setting_not_an_internal_value(tmp_path, setting, named):
+    code, output = _invoke(["run", "online-layers", "--out", tmp_path / "run", "--set", setting, *ONLINE_TINY])
+    assert code == 1, output
+    assert _one_error_line(output), output
+    assert "diverged at step" in output and named in output, output
+    assert "got nan" not in output and "tensor(" not in output and "grad_fn" not in output, output

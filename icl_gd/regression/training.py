@@ -75,6 +75,10 @@ def authors_train_config(n_layers: int, recurrent: bool, **overrides: Any) -> Tr
     return TrainConfig(**settings)
 
 
+# What a diverged training's message suggests (the learning rate is the usual cause; clipping bounds each step).
+SMALLER_LR = "a smaller training.lr may train (or a training.grad_clip)"
+
+
 def warmup_factor(step: int, steps: int, warmup: float) -> float:
     """The learning rate's factor at optimiser step ``step`` (0-based) of ``steps``: a linear rise over the first
     ``warmup`` fraction of the steps, (step + 1) / W for W = round(warmup · steps) steps, then 1. A pure function
@@ -312,6 +316,8 @@ def train(
     seed_losses = compiled_if(config.compile, trainee.losses)
     params = trainee.parameters()
 
+    which = "" if description == "train" else f"{description}: "  # the model and seeds, as its progress bar says
+
     def fetch(at: int) -> tuple[torch.Tensor, torch.Tensor]:
         return trainee.batch(task, config.batch_size, seeds, at, device)
 
@@ -320,29 +326,43 @@ def train(
         if progress:  # the bar starts at the loss the run starts (or resumes) from, not blank until an evaluation
             with torch.no_grad():
                 update(step, trainee.losses(*fetch(min(step, config.steps - 1))).mean().item())
-        for tokens, targets in batches:
-            losses = seed_losses(tokens, targets)
-            for param in params:  # what zero_grad(set_to_none=True) does, without its per-call hooks and checks
-                param.grad = None
-            (losses if losses.dim() == 0 else losses.sum()).backward()
-            if config.grad_clip is not None:
-                trainee.clip_(config.grad_clip)
-            if config.warmup:
-                for group in optimizer.param_groups:
-                    group["lr"] = config.lr * warmup_factor(step, config.steps, config.warmup)
-            optimizer.step()
-            step += 1
-            for state in states:
-                state.step = step
-            if step % config.eval_every == 0 or step == config.steps:
-                values = losses.detach().reshape(-1).tolist()
-                bad = [(s, v) for s, v in zip(seeds, values) if not math.isfinite(v)]
-                if bad:
-                    raise DivergenceError(f"training diverged at step {step} for seed(s) {[s for s, _ in bad]} "
-                                          f"(loss {[v for _, v in bad]}); lower lr or set grad_clip")
-                update(step, sum(values) / len(values))
-                run_eval(step)
-            if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
-                _save(checkpoint_path, trainee, optimizer, states, fingerprint)
+        try:
+            for tokens, targets in batches:
+                losses = seed_losses(tokens, targets)
+                if step == 0 and not bool(torch.isfinite(losses.detach()).all()):  # one check, before any update
+                    bad = [(s, v) for s, v in zip(seeds, losses.detach().reshape(-1).tolist()) if not math.isfinite(v)]
+                    raise DivergenceError(f"{which}training diverged at step 0 for seed(s) {[s for s, _ in bad]} "
+                                          f"(loss {[v for _, v in bad]}), before any update: the model's initial "
+                                          "settings (the model.* keys) are out of range")
+                for param in params:  # what zero_grad(set_to_none=True) does, without its per-call hooks and checks
+                    param.grad = None
+                (losses if losses.dim() == 0 else losses.sum()).backward()
+                if config.grad_clip is not None:
+                    trainee.clip_(config.grad_clip)
+                if config.warmup:
+                    for group in optimizer.param_groups:
+                        group["lr"] = config.lr * warmup_factor(step, config.steps, config.warmup)
+                optimizer.step()
+                step += 1
+                for state in states:
+                    state.step = step
+                if step % config.eval_every == 0 or step == config.steps:
+                    values = losses.detach().reshape(-1).tolist()
+                    bad = [(s, v) for s, v in zip(seeds, values) if not math.isfinite(v)]
+                    if bad:
+                        raise DivergenceError(f"{which}training diverged at step {step} for seed(s) "
+                                              f"{[s for s, _ in bad]} "
+                                              f"(loss {[v for _, v in bad]}); {SMALLER_LR}")
+                    update(step, sum(values) / len(values))
+                    run_eval(step)
+                if checkpoint_path is not None and (step % config.checkpoint_every == 0 or step == config.steps):
+                    _save(checkpoint_path, trainee, optimizer, states, fingerprint)
+        except ConfigError:
+            # The settings were checked and the first step ran: a layer that now refuses its own parameters (a
+            # step size that became NaN, a regulariser that overflowed to inf) was driven there by training.
+            if step == 0:
+                raise
+            raise DivergenceError(f"{which}training diverged at step {step}: a trained parameter became non-finite "
+                                  f"or left its range; {SMALLER_LR}") from None
     trainee.finish()
     return states
