@@ -107,3 +107,35 @@ def test_a_diverged_training_is_exit_1_naming_the_setting_not_an_internal_value(
     assert _one_error_line(output), output
     assert "diverged at step" in output and named in output, output
     assert "got nan" not in output and "tensor(" not in output and "grad_fn" not in output, output
+
+
+# ------------------------------------------------------------------ compare: --seed and --checkpoint
+LEAST_SQUARES = ("import torch\ndef build():\n"
+                 "    return lambda x, y, q: (q[:, None] @ torch.linalg.pinv(x) @ y[..., None])[:, 0, 0]\n")
+LINEAR_MODULE = ("import torch\ndef build(d):\n    m = torch.nn.Linear(d, 1)\n    m.layout = 'arguments'\n"
+                 "    m.forward = lambda x, y, q: torch.nn.Linear.forward(m, q)[:, 0]\n    return m\n")
+
+
+def test_compare_refuses_a_negative_seed_naming_it(tmp_path):
+    model_file = tmp_path / "ls_model.py"
+    model_file.write_text(LEAST_SQUARES)
+    out = tmp_path / "cmp"
+    code, output = _invoke(["compare", "--model", f"{model_file}:build", "--out", out, "--seed", "-1",
+                            "--d", "3", "--n", "6", "--steps", "1", "--no-figures"])
+    assert code == 2, output
+    assert _one_error_line(output) and "--seed" in output and "-1" in output and "--model" not in output, output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("content", [b"not a checkpoint at all", b"PK\x03\x04 truncated zip"])
+def test_compare_refuses_a_corrupt_checkpoint_with_exit_2_naming_the_file(tmp_path, content):
+    model_file = tmp_path / "linear_model.py"
+    model_file.write_text(LINEAR_MODULE)
+    checkpoint = tmp_path / "weights.pt"
+    checkpoint.write_bytes(content)
+    out = tmp_path / "cmp"
+    code, output = _invoke(["compare", "--model", f"{model_file}:build", "--checkpoint", checkpoint, "--out", out,
+                            "--d", "3", "--n", "6", "--steps", "1", "--no-figures"])
+    assert code == 2, output
+    assert _one_error_line(output) and f"--checkpoint {checkpoint}" in output, output
+    assert not out.exists()

@@ -17,6 +17,7 @@ import importlib.util
 import inspect
 import math
 import os
+import pickle
 import shutil
 import sys
 from dataclasses import dataclass, field, replace
@@ -26,7 +27,7 @@ from typing import Any, Optional
 import pandas as pd
 import torch
 
-from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.core.errors import ConfigError, DivergenceError, RunDirectoryError
 from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
@@ -47,7 +48,8 @@ class CompareRunConfig:
     n: int = positive_int(10, "context pairs per task")
     layout: str = setting("", "the call the model takes: arguments, concat or interleaved (empty: the model's "
                               "`layout` attribute, else arguments)")
-    seed: int = setting(2023, "seed of the test, tuning and probe tasks")
+    seed: int = setting(2023, "seed of the test, tuning and probe tasks", check=lambda name, value:
+                        require_non_negative(f"--{name}", value))
     n_test: int = positive_int(2000, "test tasks")
     n_tune: int = positive_int(2048, "held-out tuning tasks")
     compare: CompareConfig = field(default_factory=CompareConfig)
@@ -96,8 +98,11 @@ def load_predictor(spec: str, checkpoint: Path | None, d: int, n: int, d_y: int 
             raise ConfigError(f"--checkpoint needs a torch.nn.Module, {name} returned a {type(predictor).__name__}")
         try:
             state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        except (OSError, RuntimeError, ValueError) as error:
-            raise ConfigError(f"--checkpoint {checkpoint}: cannot read it ({error})") from error
+        except pickle.UnpicklingError as error:  # not torch's format, or pickled objects beyond tensors
+            raise ConfigError(f"--checkpoint {checkpoint}: not a state dict torch.save wrote (or it holds objects "
+                              "other than tensors, which are not loaded)") from error
+        except Exception as error:  # missing, unreadable, a truncated archive
+            raise ConfigError(f"--checkpoint {checkpoint}: cannot read it ({_failure(error)})") from error
         for key in ("state_dict", "model"):
             if isinstance(state, dict) and isinstance(state.get(key), dict):
                 state = state[key]
