@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc: Linux only")
+pytestmark = [pytest.mark.slow,  # each test measures a python or the CLI in subprocesses
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc: Linux only")]
 
 # Prints {"kept": <what keep_freed_memory returned>, "faults": minor page faults of 10 rounds after 10 of warm-up}.
 _ROUNDS = """
@@ -36,7 +37,6 @@ def _rounds(setup: str, kept: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.slow
 def test_kept_memory_is_reused_instead_of_faulted_in_again():
     plain = _rounds("", "None")
     # the fewest faults of three fresh processes: now and then one process faults a few of its rounds in again (seen on
@@ -47,7 +47,6 @@ def test_kept_memory_is_reused_instead_of_faulted_in_again():
     assert kept["kept"] is True and kept["faults"] < plain["faults"] / 20
 
 
-@pytest.mark.slow
 def test_a_user_s_own_malloc_settings_stand():
     mine = _rounds("from icl_gd.core.allocator import keep_freed_memory\nkept = keep_freed_memory()", "kept",
                    env={"MALLOC_TOP_PAD_": "131072"})  # glibc's default value: only the user's say-so differs

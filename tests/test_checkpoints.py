@@ -39,6 +39,7 @@ def test_absent_resumed_corrupt_and_stale(tmp_path):
         assert load_checkpoint(path, "a") is None
 
 
+@pytest.mark.slow
 def test_language_model_sets_a_damaged_checkpoint_aside_and_finishes(tmp_path):
     config, corpus = replace(TINY, layers=1, checkpoint_every=20), random_corpus(0, documents=8, words=150)
     reference = train_lm(config, corpus, 0, tmp_path / "whole" / "store", tmp_path / "whole" / "ckpt.pt", CPU)

@@ -254,6 +254,7 @@ def test_interrupted_study_resumes_to_the_same_numbers(tiny_run, tmp_path, monke
     assert json.loads((out / "metrics.json").read_text()) == json.loads((uninterrupted / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_resumed_training_bar_starts_at_a_loss_not_nan(tmp_path, monkeypatch):
     """The bar's first update is the loss the run resumes from (it showed `loss nan` until the next evaluation)."""
     import math

@@ -95,6 +95,7 @@ def test_adam_leaves_a_reported_residual(tmp_path):
     assert max(r.max_unexplained_share for r in results) > 1e-3
 
 
+@pytest.mark.slow
 def test_interrupted_training_resumes_to_the_same_memory_and_weights(tmp_path):
     # few checkpoints (each one fsyncs every table); dropout: a resumed run must draw the masks of a whole one
     config = replace(TINY, layers=1, checkpoint_every=20, dropout=0.2)

@@ -69,6 +69,7 @@ def test_same_seed_same_numbers(tmp_path):
     assert results[0] == results[1]
 
 
+@pytest.mark.slow
 def test_metrics_reduce_over_seeds(tmp_path):
     """Mean over seeds for every metric, except the worst-case verification error: the max over seeds."""
     study = get_study("dual-form")

@@ -9,6 +9,8 @@ import pytest
 
 from icl_gd.core.errors import ICLGDError
 
+pytestmark = pytest.mark.slow  # tiny runs of every study, each drawing its figures
+
 # A code identifier where a reader needs words: snake_case (``input_law_exponential``), a dotted metric key
 # (``hidden.vote_accuracy``) or a metric name with a reference suffix (``pred_diff vs gd``).
 IDENTIFIER = re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]+\b|\b[a-z]+\.[a-z_]+\b")
@@ -66,7 +68,6 @@ def drawn(tmp_path_factory):
 
 
 @pytest.mark.parametrize("study", list(TINY))
-@pytest.mark.slow
 def test_every_figure_names_what_ran_and_labels_its_axes_in_words(drawn, study):
     figures = drawn[study]
     if isinstance(figures, str):

@@ -58,6 +58,7 @@ def _names():
     return tuple(k.name for k in KINDS), tuple(r.name for r in REFERENCES)
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_every_table_metric_and_figure(tiny_run):
     MODELS, REFERENCES = _names()
     mean = json.loads((tiny_run / "metrics.json").read_text())["mean"]
@@ -87,6 +88,7 @@ def test_tiny_run_writes_every_table_metric_and_figure(tiny_run):
         assert (tiny_run / "figures" / f"{name}.png").is_file(), name
 
 
+@pytest.mark.slow
 def test_interpolation_starts_at_the_trained_layer_and_ends_at_its_construction(tiny_run):
     """α = 0 is the gauge-fixed trained layer: its loss is the trained layer's (a wrong gauge, e.g. β not divided by
     c², changes it); α = 1 is the construction, whose loss is its algorithm's."""
@@ -123,6 +125,7 @@ def test_every_kind_s_construction_runs_its_reference_and_its_trained_module_int
                                   atol=1e-12), kind.name
 
 
+@pytest.mark.slow
 def test_every_online_claim_reads_the_tiny_run(tiny_run):
     from icl_gd.claims import SeedEvidence
     from icl_gd.claims.registry.beyond_online import BEYOND_ONLINE_CLAIMS

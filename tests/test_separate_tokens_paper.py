@@ -131,6 +131,7 @@ def test_paper_preset_resolves_to_the_authors_settings():
     assert resolve_study_config(separate_tokens.STUDY).model.layout == "ours"  # the default is unchanged
 
 
+@pytest.mark.slow
 def test_paper_preset_runs_end_to_end(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [

@@ -20,6 +20,7 @@ def separate_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_separate_run_writes_required_metrics(separate_run):
     mean = json.loads((separate_run / "metrics.json").read_text())["mean"]
     for key in ("loss_trained", "loss_gd", "loss_gd_2steps", "copy_own", "copy_next", "copy_other",
@@ -30,6 +31,7 @@ def test_separate_run_writes_required_metrics(separate_run):
     assert mean["loss_gd_2steps"] < mean["loss_gd"] < mean["loss_zero"]
 
 
+@pytest.mark.slow
 def test_separate_run_writes_copy_table_and_figures(separate_run):
     lines = (separate_run / "copy_analysis.csv").read_text().splitlines()
     assert lines[0].startswith("seed,heads,token,kind,own,next,other")

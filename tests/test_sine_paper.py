@@ -106,6 +106,7 @@ def test_paper_preset_resolves_to_the_authors_settings():
     assert default.model.architecture == "features" and sine.baseline_training(default) == default.train_config()
 
 
+@pytest.mark.slow
 def test_paper_preset_runs_end_to_end(tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [

@@ -12,6 +12,8 @@ from icl_gd.cli import app
 from icl_gd.regression.sine.tasks import SineTask
 from icl_gd.regression.tasks import Stream
 
+pytestmark = pytest.mark.slow  # both tests read one run of the study through the CLI
+
 STEPS = 40
 ARGS = ["--steps", str(STEPS), "--set", "batch_size=64", "--set", "eval_every=20", "--set", "n_test=128",
         "--set", "n_tune=128", "--set", "n_function_tasks=2", "--set", "grid_points=20", "--set", "d_features=8",
