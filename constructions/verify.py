@@ -1,8 +1,9 @@
 """The registry of exact identities that ``icl-gd verify`` checks in float64.
 
 Each construction module exposes ``IDENTITY_CHECKS``: a tuple of ``IdentityCheck``. Adding a module is one
-line in ``CHECK_MODULES``. One check is statistical, not exact: the population one-step GD reference against Monte
-Carlo (``icl_gd.constructions.population_gd``), at a tolerance of about four standard errors.
+line in ``CHECK_MODULES``. Some checks are statistical, not exact: the population one-step GD reference
+(``icl_gd.constructions.population_gd``) and the one-layer theory's closed forms
+(``icl_gd.constructions.theory``) against Monte Carlo, at tolerances of about four standard errors.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "icl_gd.constructions.gdpp",
     "icl_gd.constructions.algorithms",
     "icl_gd.constructions.population_gd",
+    "icl_gd.constructions.theory",
     "icl_gd.constructions.delta_rule",
     "icl_gd.constructions.mesa",
 )
