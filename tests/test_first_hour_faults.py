@@ -139,3 +139,31 @@ def test_compare_refuses_a_corrupt_checkpoint_with_exit_2_naming_the_file(tmp_pa
     assert code == 2, output
     assert _one_error_line(output) and f"--checkpoint {checkpoint}" in output, output
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ reproduce --judge-finished on a damaged folder
+def _finished_folder(root, broken):
+    """A reproduce folder holding the runs of claim vo-single-loss, ``broken`` of them with a metrics.json that is
+    not a run's, and a claims.json of an earlier judgement."""
+    from icl_gd.claims.plan import plan_dirs, select_claims
+
+    (claim,) = select_claims(["vo-single-loss"])
+    dirs = [d for plan in plan_dirs(claim, root, False) for d in plan]
+    for i, d in enumerate(dirs):
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(broken[i] if i < len(broken) else '{"mean": {}, "std": {}, "seeds": {}}')
+    (root / "claims.json").write_text("the earlier judgement\n")
+    return dirs
+
+
+@pytest.mark.parametrize("broken", [["{not json"], ["[]", "", '{"std": {}}']])
+def test_judge_finished_names_the_damaged_runs_and_keeps_claims_json(tmp_path, broken):
+    dirs = _finished_folder(tmp_path, broken)
+    code, output = _invoke(["reproduce", "--judge-finished", "--out", tmp_path, "--only", "vo-single-loss"])
+    assert code != 0, output
+    assert _one_error_line(output), output
+    for d in dirs[:len(broken)]:
+        assert d.name in output, output
+    assert dirs[len(broken)].name not in output
+    assert (tmp_path / "claims.json").read_text() == "the earlier judgement\n"
+    assert not (tmp_path / "report.md").exists()

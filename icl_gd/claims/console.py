@@ -10,15 +10,18 @@ from icl_gd.claims.estimates import FILE_NAME as ESTIMATES_FILE
 from icl_gd.claims.estimates import merge_into_kept
 from icl_gd.claims.kept import quick_agreement
 from icl_gd.claims.plan import select_claims
+from icl_gd.claims.quick import comparison_lines, selection_lines, write_comparison
 from icl_gd.claims.report import check_gallery_page, check_table_page
-from icl_gd.claims.reproduction import Checks, Execution, Reproduction, judged_later, usable_out
+from icl_gd.claims.reproduction import (Checks, Execution, Reproduction, judged_later, refuse_damaged_runs,
+                                        usable_out)
 from icl_gd.core.errors import ConfigError
 from icl_gd.core.study import StudyRegistry
 
 Echo = Callable[[str], None]
 _KINDS = {"paper": "the paper's", "ours": "ours", "construction": "construction check", "beyond": "beyond the papers"}
 
-__all__ = ["Execution", "Reproduction", "judge_finished", "list_claims", "print_plan", "rejudge", "reproduce"]
+__all__ = ["Execution", "Reproduction", "judge_finished", "list_claims", "print_plan", "rejudge", "reproduce",
+           "update_budget"]
 
 
 def list_claims(echo: Echo) -> None:
@@ -36,7 +39,7 @@ def print_plan(reproduction: Reproduction, registry: StudyRegistry, peak: str | 
 
     chosen = parse_peak(peak)  # a bad --peak is refused before anything is printed
     plan = reproduction.plan()
-    for line in plan.lines(reproduction.budget, reproduction.execution.backend):
+    for line in _selection(reproduction) + plan.lines(reproduction.budget, reproduction.execution.backend):
         echo(line)
     for line in floor_lines(plan_floors(plan, registry), chosen, plan.workers, reproduction.execution.threads or 1):
         echo(line)
@@ -50,8 +53,9 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
         check_table_page(table)  # before anything runs
     if gallery is not None:
         check_gallery_page(gallery)
+    refuse_damaged_runs(reproduction.claims, reproduction.root, reproduction.quick)  # before hours of runs
     plan = reproduction.plan()
-    for line in plan.lines(reproduction.budget, reproduction.execution.backend):
+    for line in _selection(reproduction) + plan.lines(reproduction.budget, reproduction.execution.backend):
         echo(line)
     outcome = reproduction.run(registry, checks, echo, plan)
     judgement = reproduction.judge(outcome)
@@ -59,7 +63,12 @@ def reproduce(reproduction: Reproduction, registry: StudyRegistry, checks: Check
     if update_estimates:
         updated = merge_into_kept(reproduction.root / ESTIMATES_FILE)
         echo(f"updated the kept estimates of {len(updated)} plans from {reproduction.root / ESTIMATES_FILE}")
+    beside = comparison_lines(judgement.results, reproduction.not_rerun) if reproduction.against_kept else []
+    if beside:
+        written = [*written, write_comparison(reproduction.root, beside)]
     echo(f"{judgement.summary}; wrote {', '.join(str(p) for p in written)}")
+    for line in beside:  # the last line: how many re-run claims read as the kept table does
+        echo(line)
     if reproduction.quick and (agreement := quick_agreement(list(judgement.results))):
         echo(f"{agreement} (report.md shows each claim's kept verdict beside this reading)")
     return 1 if outcome.failures else 0
@@ -101,3 +110,16 @@ def rejudge(source: Path, out: Path | None, table: Path | None, echo: Echo, head
     h = judgement.header
     echo(f"wrote {', '.join(str(p) for p in written)}")
     echo(f"{judgement.summary} (re-judged from {source}, measured by `{h.command}` at commit {h.commit} on {h.date})")
+
+
+def _selection(reproduction: Reproduction) -> list[str]:
+    """For --quick: what it re-runs, by which bound, and what it shows from the kept table instead."""
+    return selection_lines(reproduction.claims, reproduction.not_rerun) if reproduction.against_kept else []
+
+
+def update_budget(page: Path, echo: Echo) -> None:
+    """Write what each budget costs by the kept estimates into ``page``'s budget block (``budget.write_budget``)."""
+    from icl_gd.claims.budget import write_budget
+
+    echo(write_budget(page))
+    echo(f"wrote the budget block of {page}")

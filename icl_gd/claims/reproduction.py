@@ -3,8 +3,13 @@ verbs: ``plan()`` (which runs, their estimates), ``run()`` (hand the runs to the
 the finished runs; ``Judgement.rejudged`` decides them again from a kept claims.json) and ``Judgement.report()``
 (report.md / .html, claims.json, the figures gallery, the claims page's table).
 
-    >>> r = Reproduction.of(Path("out"), only=["vo-prop1-exact"], quick=True)  # doctest: +SKIP
-    >>> r.plan(workers=2).lines("--quick", "local")                             # doctest: +SKIP
+Three budgets: the full one (``Reproduction.of``); the quick check (``Reproduction.quick_check``, ``--quick``: the
+cheap claims at their full budget on three seeds, set beside the kept table, ``icl_gd.claims.quick``); and the smoke
+set-up (``Reproduction.of(..., quick=True)``, ``--smoke``: every claim at a toy size, each plan's ``quick_*``
+fields, which settles only the construction checks).
+
+    >>> r = Reproduction.quick_check(Path("out"), only=["vo-prop1-exact"])      # doctest: +SKIP
+    >>> r.plan(workers=2).lines(r.budget, "local")                              # doctest: +SKIP
     >>> r.judge(r.run(REGISTRY, all_checks)).report(out=r.root)                # doctest: +SKIP
 
 The ``verify`` pseudo-study (every float64 identity of ``icl-gd verify``) runs in this process in seconds and is
@@ -29,11 +34,12 @@ from icl_gd.claims.evidence import seed_evidence
 from icl_gd.claims.claim import VERIFY_STUDY
 from icl_gd.claims.plan import (VERIFY_DIR, Plan, PlannedRun, draws_text, figure_runs, needs_verify, packed_s, plan_dirs,
                                 require_figure_choice, run_order, seed_dirs, seed_spec, select_claims)
+from icl_gd.claims.quick import quick_selection
 from icl_gd.claims.report import Judgement, ReportHeader
 from icl_gd.claims.verdict import ClaimResult, Verdict, evaluate_claim
 from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
 from icl_gd.core.provenance import source_commit
-from icl_gd.core.results import write_json
+from icl_gd.core.results import read_json, write_json
 from icl_gd.core.study import StudyRegistry
 from icl_gd.platform.sweep import RunSpec
 
@@ -90,12 +96,17 @@ class FinishedRuns:
 
 @dataclass(frozen=True)
 class Reproduction:
-    """The selected ``claims`` at the ``quick`` or full budget, their runs and report under ``root``."""
+    """The selected ``claims`` at their full budget, or at the smoke set-up (``quick``: each plan's ``quick_*``
+    fields, ``--smoke``), their runs and report under ``root``. ``against_kept``: the quick check
+    (``quick_check``): ``claims`` are the cheap ones at their full budget on three seeds, ``not_rerun`` the others,
+    shown with their kept verdicts."""
 
     claims: tuple[Claim, ...]
     root: Path
     quick: bool = False
     execution: Execution = Execution()
+    against_kept: bool = False
+    not_rerun: tuple[Claim, ...] = ()
 
     @classmethod
     def of(cls, root: Path | None, only: Sequence[str] | str | None = None, quick: bool = False,
@@ -110,9 +121,18 @@ class Reproduction:
             only = ids
         return cls(select_claims(only), usable_out(Path(root)), quick, execution)
 
+    @classmethod
+    def quick_check(cls, root: Path | None, only: Sequence[str] | str | None = None,
+                    execution: Execution = Execution()) -> Reproduction:
+        """The claims of ``only`` (as ``of`` reads it; all when None) whose plans' seeds are cheap, at their full
+        budget on their first three seeds (``quick.quick_selection``); the others are ``not_rerun``."""
+        every = cls.of(root, only, False, execution)
+        rerun, others = quick_selection(every.claims)
+        return replace(every, claims=rerun, against_kept=True, not_rerun=others)
+
     @property
     def budget(self) -> str:
-        return "--quick" if self.quick else "full"
+        return "--smoke" if self.quick else "--quick (the full budget, seeds 0-2)" if self.against_kept else "full"
 
     def plan(self, workers: int | None = None) -> Plan:
         """The runs these claims need, each with what its directory already holds (read once)."""
@@ -183,6 +203,7 @@ class Reproduction:
         """Every claim's verdict from the runs under ``ROOT/runs`` (a run without metrics.json, or failed in
         ``outcome``, makes its claims inconclusive with the reason)."""
         failures = outcome.failures if outcome else {}
+        refuse_damaged_runs(self.claims, self.root, self.quick)
         results = judge(self.claims, self.root, self.quick, failures)
         header = ReportHeader(command=self.command, commit=current_commit(), date=utc_now(), quick=self.quick,
                               wall_s=outcome.wall_s if outcome else 0.0,
@@ -193,13 +214,15 @@ class Reproduction:
     @property
     def command(self) -> str:
         """The command that reproduces this reproduction (for the report's provenance)."""
-        every = {c.id for c in select_claims(None)}
-        only = [] if {c.id for c in self.claims} == every else ["--only", shlex.quote(",".join(c.id for c in
-                                                                                                self.claims))]
+        every = [c.id for c in select_claims(None)]
+        chosen = {c.id for c in self.claims + self.not_rerun}
+        only = [] if chosen == set(every) else ["--only", shlex.quote(",".join(i for i in every if i in chosen))]
         e = self.execution
-        return " ".join(["icl-gd reproduce --out", shlex.quote(str(self.root)), *(["--quick"] if self.quick else []),
+        budget = ["--smoke"] if self.quick else ["--quick"] if self.against_kept else []
+        return " ".join(["icl-gd reproduce --out", shlex.quote(str(self.root)), *budget,
                          *(["--figures", e.figures] if e.figures != "first" else []), *only,
-                         *(["--fixed-seeds"] if not e.more_seeds and not self.quick else []),
+                         *(["--fixed-seeds"] if not e.more_seeds and not self.quick and not self.against_kept
+                           else []),
                          *(["--backend", e.backend] if e.backend != "local" else [])])
 
 
@@ -249,9 +272,6 @@ def judged_later(judgement: Judgement, source: Path) -> Judgement:
     return replace(judgement, header=replace(judgement.header, rejudged=rejudged))
 
 
-__all__ = ["Execution", "Reproduction", "FinishedRuns", "judge", "judged_later", "run_verify"]
-
-
 def usable_out(root: Path) -> Path:
     """``root`` if it is a folder or can become one (``run``'s rule, ``prepare_run_dir``): a file there, or a file
     where a folder above it should be, is ``RunDirectoryError``, before anything is planned or run."""
@@ -263,3 +283,38 @@ def usable_out(root: Path) -> Path:
                 raise RunDirectoryError(f"--out {root} is not usable: {parent} is not a directory")
             break
     return root
+
+
+def damaged_runs(claims: Sequence[Claim], root: Path, quick: bool) -> list[str]:
+    """Each run the claims read under ``root/runs`` whose metrics.json is there but is not a finished run's, as
+    "NAME (why)" (``write_metrics``: a JSON object with a "mean" object): a run that looks finished but cannot be
+    read, which would otherwise make its claims' verdicts silently inconclusive or stop the judgement."""
+    damaged, seen = [], set()
+    for claim in claims:
+        for d in (d for dirs in plan_dirs(claim, root, quick) for d in dirs):
+            path = d / "metrics.json"
+            if d in seen or not path.is_file():
+                continue
+            seen.add(d)
+            try:
+                metrics = read_json(path)
+            except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON
+                damaged.append(f"{d.name} ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:80]})")
+                continue
+            if not isinstance(metrics, dict) or not isinstance(metrics.get("mean"), dict):
+                damaged.append(f"{d.name} (no \"mean\" object)")
+    return damaged
+
+
+def refuse_damaged_runs(claims: Sequence[Claim], root: Path, quick: bool) -> None:
+    """RunDirectoryError naming every damaged run (``damaged_runs``), before anything is judged or written."""
+    damaged = damaged_runs(claims, root, quick)
+    if damaged:
+        raise RunDirectoryError(f"{len(damaged)} run(s) under {root / 'runs'} hold a metrics.json that is not a "
+                                f"finished run's: {'; '.join(damaged)}; delete it to run that run again, or remove "
+                                "the run; nothing was judged or written")
+
+
+__all__ = ["Execution", "Reproduction", "FinishedRuns", "judge", "judged_later", "refuse_damaged_runs", "run_verify",
+           "usable_out"]
+
