@@ -340,6 +340,9 @@ def reproduce(
 
     try:
         if rejudge is not None:
+            if judge_finished:
+                raise ConfigError("--judge-finished judges the runs under --out, --rejudge the claims.json it names: "
+                                  "give one of them")
             if quick or only or plan_only or list_claims or update_estimates:
                 raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
                                   "--quick, --only, --plan and --list (and --update-estimates)")

@@ -167,3 +167,12 @@ def test_judge_finished_names_the_damaged_runs_and_keeps_claims_json(tmp_path, b
     assert dirs[len(broken)].name not in output
     assert (tmp_path / "claims.json").read_text() == "the earlier judgement\n"
     assert not (tmp_path / "report.md").exists()
+
+
+def test_judge_finished_and_rejudge_together_are_refused(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    code, output = _invoke(["reproduce", "--judge-finished", "--rejudge", root / "docs" / "claims-table.json",
+                            "--out", tmp_path / "out"])
+    assert code == 2, output
+    assert _one_error_line(output) and "--judge-finished" in output and "--rejudge" in output, output
+    assert not (tmp_path / "out").exists()
