@@ -19,7 +19,7 @@ _QUICK_REGRESSION = ("n_test=2048", "n_tune=4096", "eval_every=500")
 SINGLE_LAYER = RunPlan("single-layer", seeds=10, max_seeds=30, quick_seeds=1,
                        quick_overrides=("steps=1500", "n_ood=500", *_QUICK_REGRESSION))
 # The multi-layer plans also tune GD++ as the authors do (Adam: 1000 steps for a recurrent stack, 30 000 for
-# separate layers; 200 under --quick), the tuning the paper's GD++ curves come from.
+# separate layers; 200 under --smoke), the tuning the paper's GD++ curves come from.
 _ADAM_RECURRENT, _ADAM_SEPARATE, _ADAM_QUICK = "gdpp_adam_steps=1000", "gdpp_adam_steps=30000", "gdpp_adam_steps=200"
 _QUICK_STACK = ("steps=1000", *_QUICK_REGRESSION)
 RECURRENT_2 = RunPlan("multi-layer", overrides=("layers=2", "recurrent=true", _ADAM_RECURRENT), seeds=10, max_seeds=30,
@@ -70,8 +70,18 @@ DUAL_FORM_MNIST = RunPlan("dual-form", preset="paper",
                           overrides=("key_dtype=float32", "single_task=0", "settings=single"), seeds=3, max_seeds=10,
                           shared_draw=_MNIST_SPLIT, quick_seeds=1,
                           quick_preset="default", quick_overrides=_QUICK_DUAL)
+# The continual counterfactual's identity (irie-continual-recover): restricting every layer to the phase-1 keys
+# rebuilds the phase-1 weights where no phase-1 update reaches phase 2: SGD without momentum (the continual setting
+# keeps one optimizer, so a momentum buffer carries phase 1's gradients into phase 2's steps) and without weight
+# decay (which shrinks phase 1's weights during phase 2). The default preset's continual setting on digits with both
+# off; its --smoke set-up is its full one (about 20 CPU s a seed).
+DUAL_FORM_CONTINUAL_SGD = RunPlan("dual-form", overrides=("data.dataset=digits", "settings=continual",
+                                                          "training.momentum=0", "training.weight_decay=0",
+                                                          "analysis.removals=false", "analysis.n_figure_queries=0"),
+                                  seeds=3, shared_draw="the digits data set's fixed test split; seeds differ in "
+                                                       "initialisation and data order")
 # Language models: both set-ups (book by character, Wikipedia by word) at the paper preset's budget (Adam, as the
-# authors), 3 seeds; --quick runs the default budget of both. DUAL_FORM_LM_SGD: the default preset (SGD, an exact dual
+# authors), 3 seeds; --smoke runs the default budget of both. DUAL_FORM_LM_SGD: the default preset (SGD, an exact dual
 # form) of both set-ups, for the construction check.
 DUAL_FORM_LM = RunPlan("dual-form-lm", preset="paper", seeds=3, max_seeds=10, shared_draw=_LM_SPLIT, quick_seeds=1,
                        quick_preset="default",
