@@ -289,9 +289,12 @@ def verify(
 def reproduce(
     out: Optional[Path] = typer.Option(None, "--out", help="Directory of the runs and the report (reused on a "
                                                             "second call)."),
-    quick: bool = typer.Option(False, "--quick", help="Fewer steps and seeds (`--quick --plan` prints what it "
-                                                      "costs); claims that need the full budget are reported "
-                                                      "inconclusive."),
+    quick: bool = typer.Option(False, "--quick", help="Does this machine read the kept verdicts? The claims whose "
+                               "seeds are cheap, at their full budget on seeds 0-2, judged and set beside the kept "
+                               "table; the others shown with their kept verdicts (`--quick --plan`: what it re-runs "
+                               "and costs)."),
+    smoke: bool = typer.Option(False, "--smoke", help="Every claim at a toy size, in minutes: runs the whole "
+                               "pipeline and settles only the construction checks (the claims read inconclusive)."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated claim ids (see --list)."),
     backend: str = BACKEND,
     workers: Optional[int] = WORKERS,
@@ -332,6 +335,10 @@ def reproduce(
     update_estimates: bool = typer.Option(False, "--update-estimates", help="After the runs, merge what they "
                                           "measured (OUT/estimates.json) into the kept estimates that --plan prints "
                                           "(icl_gd/claims/estimates.json)."),
+    update_budget: Optional[Path] = typer.Option(None, "--update-budget", help="Run nothing: write what each "
+                                                 "budget costs by the kept estimates (--quick, full, --smoke) "
+                                                 "between the budget markers of this page (README.md, "
+                                                 "docs/reproduce.md)."),
 ) -> None:
     """Check the papers' claims: plan and run what they need, write report.md, report.html and claims.json."""
     from icl_gd.claims import console as rc
@@ -339,20 +346,32 @@ def reproduce(
     from icl_gd.studies import REGISTRY
 
     try:
+        if quick and smoke:
+            raise ConfigError("--quick and --smoke are two budgets: give one")
+        if update_budget is not None:
+            if quick or smoke or only or rejudge is not None:
+                raise ConfigError("--update-budget states every budget of every claim: drop --quick, --smoke, --only "
+                                  "and --rejudge")
+            rc.update_budget(update_budget, typer.echo)
+            raise typer.Exit(0)
         if rejudge is not None:
             if judge_finished:
                 raise ConfigError("--judge-finished judges the runs under --out, --rejudge the claims.json it names: "
                                   "give one of them")
-            if quick or only or plan_only or list_claims or update_estimates:
+            if quick or smoke or only or plan_only or list_claims or update_estimates:
                 raise ConfigError("--rejudge takes the claims, seeds and budget of the claims.json it reads: drop "
-                                  "--quick, --only, --plan and --list (and --update-estimates)")
+                                  "--quick, --smoke, --only, --plan and --list (and --update-estimates)")
             rc.rejudge(rejudge, out, update_readme, typer.echo, update_headline, update_gallery)
             raise typer.Exit(0)
         if list_claims:
             rc.list_claims(typer.echo)
             raise typer.Exit(0)
-        reproduction = rc.Reproduction.of(out, only, quick, rc.Execution(backend, workers, address, device, threads,
-                                                                         progress, figures, not fixed_seeds))
+        if quick and (update_readme or update_headline or update_gallery):
+            raise ConfigError("--quick re-runs the cheap claims on three seeds: the claims pages (--update-table, "
+                              "--update-headline, --update-gallery) are written from a full-budget run")
+        execution = rc.Execution(backend, workers, address, device, threads, progress, figures, not fixed_seeds)
+        reproduction = (rc.Reproduction.quick_check(out, only, execution) if quick else
+                        rc.Reproduction.of(out, only, smoke, execution))
         if judge_finished:
             if plan_only or update_estimates:
                 raise ConfigError("--judge-finished runs nothing: drop --plan and --update-estimates")

@@ -19,8 +19,10 @@ SHRINK = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set"
 # Commands with a test of their own, at a cost this file need not pay again.
 ELSEWHERE = {
     "verify": "test_cli.py::test_verify_passes_and_prints_errors",
-    "reproduce --out runs/reproduce --quick": "test_reproduce.py and .ci/run (a short --only list)",
-    "reproduce --out runs/full": "hours of training: the same command as --quick at the full budget; its plan and "
+    "reproduce --out runs/reproduce --quick": "about ten minutes of full-budget runs: its selection, plan and "
+                                              "comparison with the kept table in test_quick_check.py; the same "
+                                              "pipeline at --smoke in test_reproduce.py and .ci/run",
+    "reproduce --out runs/full": "hours of training: the same command at every claim's full budget; its plan and "
                                  "estimate in test_floor.py and test_reproduce.py",
 }
 

@@ -119,8 +119,8 @@ def test_rejudge_decides_again_by_todays_rule_and_says_what_changed(tmp_path, ea
     ("{not json", [], "not JSON"),
     ('{"claims": []}', [], "not a claims.json of icl-gd reproduce"),
     ("UNKNOWN", [], "claim 'vo-gone' is not registered any more"),
-    ("VALID", ["--quick"], "drop --quick, --only, --plan and --list"),
-    ("VALID", ["--only", "vo-ood"], "drop --quick, --only, --plan and --list"),
+    ("VALID", ["--quick"], "drop --quick, --smoke, --only, --plan and --list"),
+    ("VALID", ["--only", "vo-ood"], "drop --quick, --smoke, --only, --plan and --list"),
     ("BADVALUE", [], "vo-single-loss values: 'big' is not a number"),
 ])
 def test_rejudge_bad_input_is_a_one_line_error(tmp_path, earlier, content, extra, message):

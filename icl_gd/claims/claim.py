@@ -25,7 +25,8 @@ class Direction(str, Enum):
 class RunPlan:
     """The runs one claim needs: ``seeds`` runs (seed 0, 1, ...) of ``study`` with ``preset`` and ``overrides``.
 
-    Under ``--quick`` the runs use ``quick_preset``, ``overrides + quick_overrides`` and ``quick_seeds`` seeds. What
+    At the smoke set-up (``--smoke``) the runs use ``quick_preset``, ``overrides + quick_overrides`` and
+    ``quick_seeds`` seeds (``--quick`` runs the full budget of the cheap plans: ``icl_gd.claims.quick``). What
     a seed costs is kept as data under the plan's ``name`` (``icl_gd.claims.estimates``), for the printed plan only.
     """
 
@@ -35,7 +36,7 @@ class RunPlan:
     seeds: int = 1
     quick_overrides: tuple[str, ...] = ()
     quick_seeds: int | None = None
-    quick_preset: str | None = None  # None: the same preset under --quick
+    quick_preset: str | None = None  # None: the same preset under --smoke
     max_seeds: int | None = None  # None: ``seeds``; more seeds are run while a claim of the plan is unsettled
     # Why every seed is scored on the same test tasks ("": each seed draws its own, ``test_seed`` = 2023 + seed)
     shared_draw: str = ""
@@ -71,7 +72,7 @@ class RunPlan:
 
     @property
     def quick_data_sets(self) -> tuple[str, ...]:
-        """The data sets ``--quick`` substitutes for the full budget's (its ``dataset=`` overrides)."""
+        """The data sets ``--smoke`` substitutes for the full budget's (its ``dataset=`` overrides)."""
         return tuple(o.split("=", 1)[1] for o in self.quick_overrides if o.split("=", 1)[0].split(".")[-1] == "dataset")
 
     @property
@@ -84,7 +85,7 @@ class RunPlan:
         return seed_cost(self.name)
 
     def estimate(self, quick: bool, seed: int = 0) -> float:
-        """Seed ``seed``'s estimate in CPU seconds: the first seed's, a later one's, or --quick's."""
+        """Seed ``seed``'s estimate in CPU seconds: the first seed's, a later one's, or --smoke's."""
         return self.cost.seconds(quick, seed)
 
 
@@ -178,7 +179,7 @@ class Claim:
     of the comparison with the authors' code; ``training`` the test of a failed seed; ``reference`` a callable on one
     seed's evidence returning why the claim's reference degenerated ("" when it is valid).
 
-    What the statistic is (``measures``) is said by the statistic itself; whether a ``--quick`` verdict stands
+    What the statistic is (``measures``) is said by the statistic itself; whether a ``--smoke`` verdict stands
     (``settled_by_quick``) follows from the kind and the plans.
     """
 
@@ -240,8 +241,8 @@ class Claim:
 
     @property
     def settled_by_quick(self) -> bool:
-        """Whether a --quick verdict stands: a construction check's (an identity holds at any budget), or a claim's
-        whose every run plan's quick budget is its full one. Any other claim is reported inconclusive under --quick,
+        """Whether a --smoke verdict stands: a construction check's (an identity holds at any budget), or a claim's
+        whose every run plan's quick budget is its full one. Any other claim is reported inconclusive under --smoke,
         its measured value shown, never guessed: fewer steps or seeds cannot settle it."""
         return self.is_construction or all(plan.quick_is_full for plan in self.runs)
 

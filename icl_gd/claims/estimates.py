@@ -23,7 +23,7 @@ FILE_NAME = "estimates.json"  # what a reproduction writes beside its report
 @dataclass(frozen=True)
 class SeedCost:
     """CPU seconds a seed of one plan takes: the first seed's and a later seed's (which reads what the first
-    computed, ``icl_gd.core.shared``) at the full budget, and any seed's under ``--quick``; ``measured`` says how."""
+    computed, ``icl_gd.core.shared``) at the full budget, and any seed's under ``--smoke``; ``measured`` says how."""
 
     first_seed_s: float | None = None  # None: not measured (the default below stands in)
     later_seed_s: float | None = None
@@ -80,7 +80,7 @@ def record_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
 
 def merge_into_kept(measured: Path, kept: Path = ESTIMATES) -> list[str]:
     """Merge the plans ``measured`` (a reproduction's estimates.json) holds into ``kept`` (the package's file): a
-    measured figure replaces the kept one, and a figure the reproduction did not measure (e.g. ``--quick``'s after
+    measured figure replaces the kept one, and a figure the reproduction did not measure (e.g. ``--smoke``'s after
     a full run) is kept. Returns the plans updated."""
     new, old = _read(measured), _read(kept)
     about = json.loads(Path(kept).read_text())["_about"]

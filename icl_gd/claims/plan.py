@@ -245,9 +245,12 @@ class Plan:
     more: tuple[PlannedRun, ...] = ()  # the seeds run only while a claim of their plan is unsettled
 
     @classmethod
-    def of(cls, claims: Sequence[Claim], quick: bool, root: Path, workers: int) -> Plan:
+    def of(cls, claims: Sequence[Claim], quick: bool, root: Path | None, workers: int) -> Plan:
+        """The claims' runs with what ``root/runs`` holds of each (``root`` None: nothing, the kept estimates
+        alone, as the pages state what a budget costs)."""
         runs = tuple(plan_runs(claims, quick))
-        return cls(runs, {p.spec: RunRecord.read(root / "runs" / p.spec.run_id()) for p in runs}, workers,
+        return cls(runs, {p.spec: RunRecord.read(root / "runs" / p.spec.run_id()) if root is not None else
+                          RunRecord(False) for p in runs}, workers,
                    needs_verify(claims), () if quick else tuple(further_seeds(claims)))
 
     def finished(self, run: PlannedRun) -> bool:
@@ -336,7 +339,7 @@ class Plan:
         return "; ".join(parts)
 
     def measured_costs(self, quick: bool, how: str) -> dict[str, SeedCost]:
-        """Each plan's seed cost as its finished runs measured it (CPU seconds): under --quick, the seeds' mean;
+        """Each plan's seed cost as its finished runs measured it (CPU seconds): under --smoke, the seeds' mean;
         at the full budget, seed 0's and the later seeds' mean (None where none finished: the kept figure stays)."""
         by_plan: dict[str, dict[int, float]] = {}
         for p in self.runs:

@@ -3,7 +3,7 @@
 
 Each claim names its place in the paper (von Oswald et al.: arXiv 2212.07677v2, 31 May 2023), quotes the sentence it
 tests, and says where its threshold comes from: a number the paper gives, or a stated rule of ours (``_RULES``),
-fixed before any run; none was tuned to make a claim hold. ``--quick`` budgets are cheaper runs of the same studies
+fixed before any run; none was tuned to make a claim hold. ``--smoke`` budgets are cheaper runs of the same studies
 that cannot settle an empirical claim (``Claim.settled_by_quick``): they show the value, never a verdict.
 """
 

@@ -25,7 +25,7 @@ claim = claims_of(paper=FU, kind=Kind.BEYOND, follows=_FOLLOWS)
 # 0.394 at layer 8), so it said nothing about which algorithm a layer runs; at 5000 x 2048 the same seed trains
 # (0.776 at layer 1, 0.055 at layer 8; 22 min wall at load 5-6, about 9 CPU minutes). tuned_steps=32: at 16 the
 # GD++ and preconditioned-GD matches of its last layers sat on the grid's end (16), so the count was censored.
-# Estimates: CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick
+# Estimates: CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --smoke
 # reproduction; plans.py).
 _QUICK = ("steps=1000", "batch_size=512", "n_tune=1024")  # appended to _FULL: the later value wins
 _FULL = ("steps=5000", "batch_size=2048", "tuned_steps=32")

@@ -21,7 +21,7 @@ _FOLLOWS = ("Garg et al.'s layout (interleaved x and y tokens, learned positions
 claim = claims_of(kind=Kind.BEYOND, follows=_FOLLOWS)
 
 # Full budget: 20 000 steps, Garg et al.'s curriculum in 2000-step stages (the study's stage = 10% of the steps);
-# estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --quick
+# estimates are CPU seconds of one seed, measured (a full-budget seed timed with freed memory kept, one --smoke
 # reproduction; plans.py).
 FOREIGN = RunPlan("foreign-transformer", overrides=("training.steps=20000",), seeds=3, max_seeds=10, quick_seeds=1,
                   quick_overrides=("training.steps=4000",))

@@ -19,7 +19,7 @@ _FOLLOWS = ("ours: one layer with learned projections, trained on the query's lo
             "constant step size β (DeltaNet's write), not a β computed from each token as in their layers")
 claim = claims_of(kind=Kind.BEYOND, follows=_FOLLOWS, margin=None)
 
-# The study's full preset: 8000 steps of 1024 tasks, 10 000 test and tuning tasks; --quick runs its default (2000
+# The study's full preset: 8000 steps of 1024 tasks, 10 000 test and tuning tasks; --smoke runs its default (2000
 # steps of 512, 4096 tasks). A seed's cost is kept in icl_gd/claims/estimates.json.
 ONLINE_LAYERS = RunPlan("online-layers", preset="full", seeds=3, max_seeds=10, quick_seeds=1, quick_preset="default")
 

@@ -14,7 +14,7 @@ claim = claims_of(paper=IRIE, kind=Kind.BEYOND)
 # One seed of the default study (digits MLP, 50 queries, 50 half-size subsets x 3 retraining seeds, leave-k-out for
 # 6 queries x 6 methods x k in 10, 40, 160 x 3 seeds) took about 120 s of CPU (355 s for 3 seeds, 2559 s wall at
 # load 15-21 under nice 19). The estimates: CPU seconds of one seed, measured (a full-budget seed timed with
-# freed memory kept, one --quick reproduction; plans.py).
+# freed memory kept, one --smoke reproduction; plans.py).
 SPOTLIGHTS = RunPlan("spotlights", seeds=10, max_seeds=30, quick_seeds=2,
                      shared_draw="MNIST's fixed test split (the queries whose predictions are attributed)",
                      quick_overrides=("subsets=20", "retrain_seeds=2", "loo_queries=3", "n_queries=20"))
