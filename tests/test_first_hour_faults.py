@@ -176,3 +176,31 @@ def test_judge_finished_and_rejudge_together_are_refused(tmp_path):
     assert code == 2, output
     assert _one_error_line(output) and "--judge-finished" in output and "--rejudge" in output, output
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ compare: --steps bounded, progress shown
+def test_compare_refuses_steps_beyond_its_bound_with_the_reason(tmp_path):
+    model_file = tmp_path / "ls_model.py"
+    model_file.write_text(LEAST_SQUARES)
+    code, output = _invoke(["compare", "--model", f"{model_file}:build", "--out", tmp_path / "cmp", "--steps",
+                            "100000"])
+    assert code == 2, output
+    assert _one_error_line(output) and "steps" in output and "64" in output and "100000" in output, output
+    assert not (tmp_path / "cmp").exists()
+    code, output = _invoke(["compare", "--help"])
+    assert "64" in output
+
+
+def test_compare_says_how_far_its_tuning_has_come_on_stderr(tmp_path, monkeypatch):
+    import icl_gd.core.progress as progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0.0)  # a line at once and then every 50 ms instead of 5 s and 30 s
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    model_file = tmp_path / "ls_model.py"
+    model_file.write_text(LEAST_SQUARES)
+    result = CliRunner().invoke(app, ["compare", "--model", f"{model_file}:build", "--out", str(tmp_path / "cmp"),
+                                      "--d", "3", "--n", "6", "--steps", "2", "--no-figures"])
+    assert result.exit_code == 0, result.output
+    assert "icl-gd: tuning the references: running for" in result.stderr, result.stderr
+    assert "step counts tuned" in result.stderr, result.stderr
+    assert "icl-gd:" not in result.stdout

@@ -29,6 +29,7 @@ import torch
 
 from icl_gd.core.config import check_settings, positive_int, require_non_negative, setting
 from icl_gd.core.errors import ConfigError, DivergenceError, RunDirectoryError
+from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
 from icl_gd.regression.compare.comparison import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
@@ -151,8 +152,9 @@ def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", for
     if isinstance(predictor, torch.nn.Module):
         predictor = predictor.to(torch_device)
     try:
-        frame = compare_predictor(predictor, task, config.layout, config.compare, device=torch_device,
-                                  n_test=config.n_test, n_tune=config.n_tune, seed=config.seed)
+        with phases_shown(progress):  # the references' tuning says how far it has come (icl_gd.core.progress)
+            frame = compare_predictor(predictor, task, config.layout, config.compare, device=torch_device,
+                                      n_test=config.n_test, n_tune=config.n_tune, seed=config.seed)
     except ConfigError as error:  # what the model did wrong, with the model's name
         raise ConfigError(f"--model {config.model}: {error}") from error
     output = frame[frame["layer"].isna()]

@@ -40,9 +40,9 @@ import pandas as pd
 import torch
 from torch import nn
 
-from icl_gd.core.config import check_settings, positive_int, setting
+from icl_gd.core.config import check_settings, positive_int, require_positive_int, setting
 from icl_gd.core.errors import ConfigError, ICLGDError
-from icl_gd.core.progress import phased
+from icl_gd.core.progress import phased, tick
 from icl_gd.regression.algorithms import (NewtonPredictor, PreconditionedGDPredictor, descent_step_size,
                                           match_layers, probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.baselines import (GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor,
@@ -237,12 +237,27 @@ def constant_output(B: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- settings
+# The most step counts the references are tuned for: each K = 1..steps is tuned on its own (GD++ and preconditioned
+# GD by L-BFGS through K steps), so the tuning grows faster than K²: on one core 6 steps take about 15 s, 12 about
+# 45 s, 24 about 4 minutes; 64 already takes most of an hour.
+MAX_STEPS = 64
+
+
+def require_reference_steps(name: str, value: int) -> None:
+    """1..``MAX_STEPS`` step counts, with the reason for the bound."""
+    require_positive_int(name, value)
+    if value > MAX_STEPS:
+        raise ConfigError(f"{name} must be at most {MAX_STEPS}: every step count 1..{name} is tuned on its own and "
+                          f"the tuning grows faster than its square (24 steps take about 4 minutes), got {value}")
+
+
 @dataclass(frozen=True)
 class CompareConfig:
     """The references' step counts and the per-layer matching's probe set (the test and tuning tasks are
     ``compare``'s arguments)."""
 
-    steps: int = positive_int(6, "GD, GD++ and preconditioned GD tuned for 1..this many steps")
+    steps: int = setting(6, f"GD, GD++ and preconditioned GD tuned for 1..this many steps (at most {MAX_STEPS})",
+                         check=require_reference_steps)
     newton_steps: int = positive_int(6, "Iterative Newton: iterations 1..this")
     n_contexts: int = positive_int(500, "contexts of the per-layer matching (probe set)")
     n_queries: int = positive_int(20, "query points per probe context (errors and induced weights; at least d)")
@@ -284,6 +299,7 @@ def tuned_references(task: LinearRegressionTask, config: CompareConfig, n_tune: 
         # guard kept (as the which-algorithm study tunes it). At one step GD++ is GD (γ acts after the last step).
         gdpp = gd if k == 1 else tune_gdpp(*args, k, shared=True, start=gd, gamma_starts=(0.25,), max_iter=60)
         pgd = tune_preconditioner(*args, k, eta=gd.etas[0])
+        tick(f"of {config.steps} step counts tuned")
         refs += [Reference("gd", k, GDPredictor(layout, gd.etas), {"eta": gd.etas[0]}),
                  Reference("gdpp", k, GDPPPredictor(layout, gdpp), {"eta": gdpp.etas[0], "gamma": gdpp.gammas[0]}),
                  Reference("pgd", k, PreconditionedGDPredictor(layout, pgd),
