@@ -204,3 +204,18 @@ def test_compare_says_how_far_its_tuning_has_come_on_stderr(tmp_path, monkeypatc
     assert "icl-gd: tuning the references: running for" in result.stderr, result.stderr
     assert "step counts tuned" in result.stderr, result.stderr
     assert "icl-gd:" not in result.stdout
+
+
+# ------------------------------------------------------------------ help texts
+HELP_COMMANDS = ["run", "sweep", "config", "studies", "verify", "reproduce", "compare"]
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
+def test_help_texts_show_what_was_written_not_emoji(command):
+    import re
+
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert not re.search("[\U0001F000-\U0001FAFF\u2600-\u27BF]", result.output), result.output
+    if command == "compare":
+        assert "FILE.py:FACTORY" in result.output, result.output

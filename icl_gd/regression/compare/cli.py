@@ -10,8 +10,9 @@ import typer
 
 
 def compare(
-    model: Annotated[str, typer.Option("--model", help="FILE.py:FACTORY: a function returning the predictor (a "
-                                       "torch.nn.Module or a callable); called with d, n, d_y if it takes them.")],
+    model: Annotated[str, typer.Option("--model", help="FILE.py:FACTORY, a function in that file returning the "
+                                       "predictor (a torch.nn.Module or a callable); called with d, n, d_y if it "
+                                       "takes them.")],
     out: Annotated[Path, typer.Option("--out", help="Output directory.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="State dict loaded into the model.")] = None,
     task: Annotated[str, typer.Option("--task", help="linear (x ~ U(-1/2, 1/2)^d, icl-gd's) or linear-normal "
