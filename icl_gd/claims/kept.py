@@ -38,7 +38,7 @@ class KeptVerdict:
 
     def reading(self) -> str:
         """"holds, mean 0.0017 [0.0013, 0.0022] (30 seeds)": the verdict and its mean and interval."""
-        return f"{self.verdict}{_mean_text(self.mean, self.interval)} ({self.seeds} seeds)"
+        return f"{self.verdict}{_mean_text(self.mean, self.interval)} ({_seeds(self.seeds)})"
 
     def text(self) -> str:
         where = ""
@@ -108,6 +108,10 @@ def quick_agreement(results: list[ClaimResult]) -> str:
             + (f"; on the other side: {', '.join(other)}" if other else ""))
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
 def _mean_text(mean: float | None, interval: tuple[float, float] | None) -> str:
     if mean is None:
         return ""
@@ -120,7 +124,7 @@ def reading_here(result: ClaimResult) -> str:
     spread = result.kept
     if spread is None:
         return f"{result.verdict.value} (no value: {result.note})" if result.note else result.verdict.value
-    return f"{result.verdict.value}{_mean_text(spread.mean, spread.interval)} ({len(spread.values)} seeds)"
+    return f"{result.verdict.value}{_mean_text(spread.mean, spread.interval)} ({_seeds(len(spread.values))})"
 
 
 def kept_comparison(results: Sequence[ClaimResult], not_rerun: Sequence[Claim], why_not: Mapping[str, str],

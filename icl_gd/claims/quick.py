@@ -71,7 +71,7 @@ def selection_lines(rerun_claims: Sequence[Claim], not_rerun: Sequence[Claim], b
     checks = sum(c.is_construction for c in rerun_claims)
     return [f"--quick: {len(rerun_claims) - checks} claims and {checks} construction checks whose plans' seeds cost "
             f"at most {bound_s:.0f} CPU s at the full budget (the kept estimates) are re-run at that budget on seeds "
-            f"0-{SEEDS - 1} and judged by the full rule; the {len(not_rerun)} others are shown with their kept "
+            f"0-{SEEDS - 1} and judged by the full rule; the other {len(not_rerun)} are shown with their kept "
             "verdicts, not re-run here"]
 
 
