@@ -219,3 +219,13 @@ def test_help_texts_show_what_was_written_not_emoji(command):
     assert not re.search("[\U0001F000-\U0001FAFF\u2600-\u27BF]", result.output), result.output
     if command == "compare":
         assert "FILE.py:FACTORY" in result.output, result.output
+
+
+def test_plan_with_fixed_seeds_says_no_more_seeds_run(tmp_path):
+    args = ["reproduce", "--plan", "--out", tmp_path / "out", "--only", "vo-single-loss"]
+    code, output = _invoke(args)
+    assert code == 0 and "more runs" in output, output  # the plan may grow while the claim is unsettled
+    code, output = _invoke([*args, "--fixed-seeds"])
+    assert code == 0, output
+    assert "more runs" not in output and "more seeds" not in output.replace("no more seeds", ""), output
+    assert "--fixed-seeds: each plan runs its declared seeds only" in output, output

@@ -243,6 +243,7 @@ class Plan:
     workers: int
     verify: bool = False
     more: tuple[PlannedRun, ...] = ()  # the seeds run only while a claim of their plan is unsettled
+    fixed_seeds: bool = False  # --fixed-seeds: the declared seeds only, ``more`` never runs
 
     @classmethod
     def of(cls, claims: Sequence[Claim], quick: bool, root: Path | None, workers: int) -> Plan:
@@ -305,7 +306,10 @@ class Plan:
         minutes = f"about {self.wall_s / 60:.0f} min" if self.wall_s >= 60 else "under a minute"
         lines.append(f"estimated time: {minutes} on {self.workers} workers (finished seeds' CPU time, else the kept "
                      "estimates, icl_gd/claims/estimates.json)")
-        if self.more:
+        if self.more and self.fixed_seeds:
+            lines.append("--fixed-seeds: each plan runs its declared seeds only (no more seeds while a claim stays "
+                         "unsettled: such a claim is reported inconclusive)")
+        elif self.more:
             more_s = sum(p.estimate_s for p in self.more)
             lines.append(f"while a claim stays unsettled, its plans run more seeds: up to {len(self.more)} more runs "
                          f"of {len({p.plan for p in self.more})} plans, at most {minutes_text(more_s)} CPU min "

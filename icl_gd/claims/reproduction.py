@@ -136,7 +136,8 @@ class Reproduction:
 
     def plan(self, workers: int | None = None) -> Plan:
         """The runs these claims need, each with what its directory already holds (read once)."""
-        return Plan.of(self.claims, self.quick, self.root, workers or self.execution.worker_count)
+        plan = Plan.of(self.claims, self.quick, self.root, workers or self.execution.worker_count)
+        return replace(plan, fixed_seeds=not self.execution.more_seeds)
 
     def run(self, registry: StudyRegistry, checks: Checks, echo: Callable[[str], None] = print,
             plan: Plan | None = None) -> FinishedRuns:
