@@ -94,7 +94,7 @@ def render_html(results: Sequence[ClaimResult], header: ReportHeader, links: Pag
             "<th>threshold (source)</th><th>{}</th></tr></thead>")
     body = ["<h1>Does icl-gd reproduce the papers?</h1>",
             f'<p id="summary"><b>{esc(claims_summary(results))}.</b>'
-            + (" (--quick budget: claims that need the full budget are inconclusive by design.)"
+            + (" (--smoke budget: claims that need the full budget are inconclusive by design.)"
                if header.quick else "")
             + (f" {esc(quick_agreement(list(results)))}." if header.quick and quick_agreement(list(results)) else "")
             + "</p>",

@@ -316,11 +316,11 @@ def claims_summary(results: Sequence[ClaimResult]) -> str:
 
 
 def comparison(result: ClaimResult) -> tuple[AuthorsValue | None, Comparison]:
-    """Their record and the agreement with it; runs at another set-up than the record's (``--quick``'s, another
+    """Their record and the agreement with it; runs at another set-up than the record's (``--smoke``'s, another
     data set among them) are not compared with it."""
     theirs = authors_values().get(result.claim.id)
     if theirs is not None and not result.at_full_setup:
-        return theirs, Comparison(Agreement.NOT_RUN, "these --quick runs are not the set-up of their recorded run "
+        return theirs, Comparison(Agreement.NOT_RUN, "these --smoke runs are not the set-up of their recorded run "
                                                      "(the full budget's)")
     return theirs, agreement(result.claim, result.spread, theirs, [i for i, _ in result.failed_seeds])
 

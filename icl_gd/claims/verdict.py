@@ -148,7 +148,7 @@ class ClaimResult:
     failed_seeds: tuple[tuple[int, str], ...] = ()
     checked: bool = True
     details: str = ""
-    quick: bool = False  # judged from --quick runs (their set-up is not the full budget's where the plans differ)
+    quick: bool = False  # judged from --smoke runs (their set-up is not the full budget's where the plans differ)
     draws: str = ""  # whether the seeds are independent replicates of the test draw, in words ("": not known)
     figure: FigureResult | None = None  # the sentence as its figure shows it (None: it has no figure reading)
 
@@ -275,7 +275,7 @@ def decide(claim: Claim, values: Sequence[float], quick: bool = False) -> tuple[
         shown = f"would be {verdict.value} " if verdict is not Verdict.INCONCLUSIVE else ""
         data = sorted({d for plan in claim.runs for d in plan.quick_data_sets})
         swapped = f" (run on the {', '.join(data)} data set, not the full budget's)" if data else ""
-        return Verdict.INCONCLUSIVE, f"{shown}on the --quick budget{swapped}; this claim needs the full budget".strip()
+        return Verdict.INCONCLUSIVE, f"{shown}on the --smoke budget{swapped}; this claim needs the full budget".strip()
     return verdict, note
 
 
