@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperCommand
 
 from icl_gd.core.allocator import keep_freed_memory
 from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
@@ -29,10 +30,33 @@ RUN_SEEDS = typer.Option(None, "--seeds", help="Seeds 0..S-1 trained in this one
                                                "study's `seeds` key); `sweep --seeds` makes one run per seed instead.")
 SWEEP_SEEDS = typer.Option(1, "--seeds", help="Seeds 0..S-1 per grid point, one run (runs/<run_id>/) each, summarised "
                                               "in summary.csv; `run --seeds` trains them in one run.")
-PRESET = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one).")
+PRESET = typer.Option("default", "--preset", help="Named set-up: default, or the study's own (`icl-gd studies`).")
 SETS = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), on top of --preset; in a sweep, for "
                                       "every run.")
 DEVICE = typer.Option("cpu", "--device", help="cpu or cuda.")
+
+
+def preset_help() -> str:
+    """The --preset help: every preset name and the studies that have it, from the registry's cards."""
+    from icl_gd.studies import REGISTRY
+
+    having: dict[str, list[str]] = {}
+    for name in REGISTRY.names():
+        for preset in REGISTRY.card(name)[1]:
+            having.setdefault(preset, []).append(name)
+    others = "; ".join(f"{preset} ({', '.join(names)})" for preset, names in having.items() if preset != "default")
+    return f"Named set-up: default (ours, every study); {others}. paper is the published one."
+
+
+class PresetsListed(TyperCommand):
+    """A command whose --preset help lists every study's presets (``preset_help``), read when the help is shown:
+    the registry reads every study's source, too slow for each start of the CLI."""
+
+    def format_help(self, ctx, formatter):  # type: ignore[no-untyped-def]
+        for param in self.params:
+            if param.name == "preset":
+                param.help = preset_help()
+        super().format_help(ctx, formatter)
 
 
 def _checked_threads(threads: Optional[int]) -> Optional[int]:
@@ -103,7 +127,7 @@ def _fail(exc: BaseException) -> None:
     raise typer.Exit(2 if isinstance(exc, USAGE_ERRORS) else 1)
 
 
-@app.command()
+@app.command(cls=PresetsListed)
 def run(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
     out: Path = typer.Option(..., "--out", help="Output directory."),
@@ -140,7 +164,7 @@ def run(
     typer.echo(f"{study}: wrote {out}  ({summary})")
 
 
-@app.command()
+@app.command(cls=PresetsListed)
 def sweep(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
     out: Path = typer.Option(..., "--out", help="Sweep directory: runs/<run_id>/ each, sweep.csv, summary.csv."),
@@ -194,10 +218,10 @@ def sweep(
         raise typer.Exit(1)
 
 
-@app.command("config")
+@app.command("config", cls=PresetsListed)
 def show_config(
     study: str = typer.Argument(..., help="Study name (see `icl-gd studies`)."),
-    preset: str = typer.Option("default", "--preset", help="Named set-up: default, or paper (the published one)."),
+    preset: str = PRESET,
     set_: list[str] = typer.Option([], "--set", help="Config override KEY=VALUE (repeatable), shown resolved."),
 ) -> None:
     """Print every config key of a study: its value (the preset's, or as --set makes it) and what it means."""
@@ -317,10 +341,12 @@ def reproduce(
                                        "'measure' (both precisions, about 4 s, kept for this machine's later "
                                        "plans); default: the kept measurement, else 72."),
     list_claims: bool = typer.Option(False, "--list", help="List the claims and exit."),
-    update_readme: Optional[Path] = typer.Option(None, "--update-table", "--update-readme",
+    update_readme: Optional[Path] = typer.Option(None, "--update-table",
                                                  help="Also write the claims table between the claims-table markers "
                                                       "of this page (docs/claims.md), and its per-seed values to "
-                                                      "claims-table.json beside it (--update-readme: the same)."),
+                                                      "claims-table.json beside it."),
+    update_readme_alias: Optional[Path] = typer.Option(None, "--update-readme", hidden=True,
+                                                       help="--update-table's earlier name."),
     update_headline: Optional[Path] = typer.Option(None, "--update-headline", help="Also write each paper's "
                                                    "headline (its sentences by verdict and by form, the authors' "
                                                    "code beside them) between the headline markers of this page "
@@ -334,7 +360,7 @@ def reproduce(
                                            "--update-table."),
     update_estimates: bool = typer.Option(False, "--update-estimates", help="After the runs, merge what they "
                                           "measured (OUT/estimates.json) into the kept estimates that --plan prints "
-                                          "(icl_gd/claims/estimates.json)."),
+                                          "(estimates.json in icl_gd/claims/)."),
     update_budget: Optional[Path] = typer.Option(None, "--update-budget", help="Run nothing: write what each "
                                                  "budget costs by the kept estimates (--quick, full, --smoke) "
                                                  "between the budget markers of this page (README.md, "
@@ -346,6 +372,10 @@ def reproduce(
     from icl_gd.studies import REGISTRY
 
     try:
+        if update_readme_alias is not None:  # hidden: its name beside --update-table's cut the help's column
+            if update_readme is not None:
+                raise ConfigError("--update-readme is --update-table's earlier name: give one of them")
+            update_readme = update_readme_alias
         if quick and smoke:
             raise ConfigError("--quick and --smoke are two budgets: give one")
         if update_budget is not None:

@@ -229,3 +229,35 @@ def test_plan_with_fixed_seeds_says_no_more_seeds_run(tmp_path):
     assert code == 0, output
     assert "more runs" not in output and "more seeds" not in output.replace("no more seeds", ""), output
     assert "--fixed-seeds: each plan runs its declared seeds only" in output, output
+
+
+@pytest.mark.parametrize("command", ["run", "sweep", "config"])
+def test_preset_help_names_every_studys_presets_from_the_registry(command):
+    from icl_gd.studies import REGISTRY
+
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+    text = " ".join(result.output.split())
+    assert "default, or paper" not in text
+    for name in REGISTRY.names():
+        for preset in REGISTRY.card(name)[1]:
+            if preset != "default":
+                assert f"{preset} (" in text and name in text.split(f"{preset} (", 1)[1].split(")")[0], (preset, text)
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS)
+def test_help_texts_are_not_cut_at_80_columns(command):
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output, result.output
+
+
+def test_update_readme_is_still_update_tables_other_name(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    page = tmp_path / "plain.md"
+    page.write_text("plain text\n")
+    code, output = _invoke(["reproduce", "--rejudge", root / "docs" / "claims-table.json", "--update-readme", page])
+    assert code == 2 and "no markers" in output, output  # read as --update-table: the page is checked
+    code, output = _invoke(["reproduce", "--rejudge", root / "docs" / "claims-table.json", "--update-readme", page,
+                            "--update-table", page])
+    assert code == 2 and _one_error_line(output) and "give one of them" in output, output
+    assert page.read_text() == "plain text\n"
