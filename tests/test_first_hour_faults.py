@@ -261,3 +261,20 @@ def test_update_readme_is_still_update_tables_other_name(tmp_path):
                             "--update-table", page])
     assert code == 2 and _one_error_line(output) and "give one of them" in output, output
     assert page.read_text() == "plain text\n"
+
+
+# ------------------------------------------------------------------ progress lines in a log
+def test_progress_lines_are_not_cut_or_wrapped_when_not_on_a_terminal(capsys):
+    from icl_gd.core.progress import progress_bar
+    from icl_gd.platform.sweep.progress import SweepProgress
+
+    line = "[1/1] done    " + "single-layer__" + "__".join(f"key{i}=value{i}" for i in range(8)) + " (3.5 s, loss=0.1)"
+    sweep = SweepProgress(total=1, enabled=True)
+    sweep.log(line)
+    sweep.close()
+    description = "a_model_with_a_long_name_seeds0-9_" * 3
+    with progress_bar(4, description, True) as update:
+        update(4, 0.25)
+    err = capsys.readouterr().err
+    assert line in err.splitlines(), err
+    assert description in err, err

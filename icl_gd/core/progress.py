@@ -26,11 +26,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 QUIET_S = 5.0
 EVERY_S = 30.0
 
+# The width of a progress line written to a log or a pipe (not a terminal): wide enough that no line is cut or
+# wrapped (rich would otherwise assume 80 columns).
+LOG_WIDTH = 1000
+
+
 def stderr_console() -> Any:
-    """The rich console every bar draws on: stderr, so progress never mixes with a command's output."""
+    """The rich console every bar draws on: stderr, so progress never mixes with a command's output. Not on a
+    terminal (a log file, a pipe) its lines are written whole, never cut or wrapped at 80 columns."""
     from rich.console import Console
 
-    return Console(stderr=True)
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=LOG_WIDTH, soft_wrap=True)
+    return console
 
 
 @contextmanager
