@@ -278,3 +278,21 @@ def test_progress_lines_are_not_cut_or_wrapped_when_not_on_a_terminal(capsys):
     err = capsys.readouterr().err
     assert line in err.splitlines(), err
     assert description in err, err
+
+
+# ------------------------------------------------------------------ a resumed run says so
+SINGLE_TINY = ["--steps", "20", "--set", "n_test=200", "--set", "n_tune=500", "--set", "n_ood=50",
+               "--set", "batch_size=64", "--set", "eval_every=10", "--set", "interpolation_points=3", "--no-progress",
+               "--no-figures"]
+
+
+def test_a_resumed_run_says_that_it_resumes(tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "single-layer", "--out", str(out), *SINGLE_TINY])
+    assert result.exit_code == 0, result.output
+    assert "resuming" not in result.stderr
+    (out / "metrics.json").unlink()  # as if it had been stopped before its end, its checkpoints kept
+    result = CliRunner().invoke(app, ["run", "single-layer", "--out", str(out), *SINGLE_TINY])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if "resuming" in line]
+    assert len(lines) == 1 and str(out) in lines[0] and "checkpoint" in lines[0], result.stderr

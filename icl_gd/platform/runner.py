@@ -8,12 +8,14 @@ by a sweep is therefore the same as one made by hand.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from icl_gd.core.errors import ICLGDNotice
 from icl_gd.platform.memory import check_memory
 from icl_gd.core.progress import phases_shown
 from icl_gd.core.resources import resolve_device, set_threads
@@ -45,12 +47,25 @@ def execute_run(registry: StudyRegistry, study: str, out: Path, preset: str = "d
     out = prepare_run_dir(Path(out), force)  # refuses a finished or unwritable directory; creates it
     with RunLock(out), phases_shown(progress):
         # Again under the lock: another run may have finished it since the check above.
+        announce_resume(out)
         ctx = RunContext(out=prepare_run_dir(out, force), device=torch_device, progress=progress, figures=figures,
                          label=run_label(spec, preset, config),
                          shared=None if shared is None else SharedResults(Path(shared)))
         write_resolved_config(ctx, spec, config, preset)
         with run_timing(out):  # timings.json: this attempt's wall / CPU time and its phases
             return spec.run(config, ctx)
+
+
+def announce_resume(out: Path) -> None:
+    """One notice when ``out`` holds what an earlier, unfinished attempt saved (training checkpoints, computed parts)
+    and this run takes it up; nothing for a fresh run."""
+    saved = {part: sorted((out / part).glob("*.pt")) for part in ("checkpoints", "results")}
+    if not any(saved.values()):
+        return
+    kept = [f"{len(files)} {'training checkpoint' if part == 'checkpoints' else 'computed part'}"
+            f"{'s' if len(files) > 1 else ''}" for part, files in saved.items() if files]
+    warnings.warn(f"resuming the unfinished run in {out} from what its earlier attempt saved ({' and '.join(kept)}"
+                  "; each training continues from its last saved step)", ICLGDNotice, stacklevel=2)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
