@@ -296,3 +296,33 @@ def test_a_resumed_run_says_that_it_resumes(tmp_path):
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stderr.splitlines() if "resuming" in line]
     assert len(lines) == 1 and str(out) in lines[0] and "checkpoint" in lines[0], result.stderr
+
+
+# ------------------------------------------------------------------ a small fixed task set over-fits; it does not diverge
+FIXED_TINY = ["--steps", "300", "--set", "train_tasks=8", "--set", "batch_size=8", "--set", "n_test=200",
+              "--set", "n_tune=500", "--set", "n_ood=50", "--set", "eval_every=100", "--set", "interpolation_points=3",
+              "--no-progress", "--no-figures"]
+
+
+def test_a_small_fixed_task_set_is_said_to_over_fit_not_to_diverge(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "single-layer", "--out", str(out), *FIXED_TINY])
+    assert result.exit_code == 0, result.output
+    mean = json.loads((out / "metrics.json").read_text())["mean"]
+    assert mean["loss_trained"] > mean["loss_zero"]  # the test loss the fixed-task claims measure
+    assert "diverged" not in mean and "diverged" not in result.stderr, result.stderr
+    notices = [line for line in result.stderr.splitlines() if line.startswith("icl-gd: notice: ")]
+    assert len(notices) == 1 and "over-fits its 8 fixed training tasks" in notices[0], result.stderr
+
+
+def test_a_fixed_task_set_that_diverges_is_still_flagged(tmp_path):
+    import json
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["run", "single-layer", "--out", str(out), *FIXED_TINY, "--set",
+                                      "input_range=1e5", "--steps", "20"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "metrics.json").read_text())["mean"]["diverged"] == ["trained"]
+    assert "trained (seed 0) diverged" in result.stderr, result.stderr
