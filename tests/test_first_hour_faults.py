@@ -326,3 +326,32 @@ def test_a_fixed_task_set_that_diverges_is_still_flagged(tmp_path):
     assert result.exit_code == 0, result.output
     assert json.loads((out / "metrics.json").read_text())["mean"]["diverged"] == ["trained"]
     assert "trained (seed 0) diverged" in result.stderr, result.stderr
+
+
+# ------------------------------------------------------------------ a damaged kept estimates file is not read in silence
+def test_plan_warns_of_each_problem_of_the_kept_estimates(tmp_path, monkeypatch):
+    import json
+
+    import icl_gd.claims.estimates as estimates
+
+    kept = json.loads(estimates.ESTIMATES.read_text())
+    kept["plans"]["single-layer default"]["first_seed_s"] = "half a minute"
+    kept["plans"]["single-layer default"]["later_seed_s"] = -5
+    missing = ["single-layer default train_tasks=128 batch_size=128"]
+    for name in missing:
+        del kept["plans"][name]
+    damaged = tmp_path / "estimates.json"
+    damaged.write_text(json.dumps(kept))
+    monkeypatch.setattr(estimates, "ESTIMATES", damaged)
+    estimates._kept.cache_clear()
+    try:
+        result = CliRunner().invoke(app, ["reproduce", "--plan", "--out", str(tmp_path / "out"), "--only",
+                                          "vo-single-loss,vo-fixed-tasks-128-fails"])
+    finally:
+        estimates._kept.cache_clear()
+    assert result.exit_code == 0, result.output
+    notices = [line for line in result.stderr.splitlines() if line.startswith("icl-gd: notice: ")]
+    assert any("first_seed_s" in n and "'half a minute'" in n for n in notices), result.stderr
+    assert any("later_seed_s" in n and "-5" in n for n in notices), result.stderr
+    assert missing and all(any(f"no estimate for plan {name!r}" in n for n in notices) for name in missing), notices
+    assert len(notices) == 2 + len(missing), notices

@@ -97,8 +97,12 @@ def test_a_plan_with_no_kept_estimate_is_priced_at_the_default_and_every_registe
     from icl_gd.claims import ALL_CHECKS
     from icl_gd.claims.claim import RunPlan
 
+    from icl_gd.core.errors import ICLGDNotice
+
     unknown = RunPlan("single-layer", overrides=("d=3",))
-    assert unknown.cost == estimates.UNMEASURED and unknown.estimate(False) == estimates.DEFAULT_S
+    estimates._say_unmeasured.cache_clear()
+    with pytest.warns(ICLGDNotice, match="holds no estimate for plan 'single-layer default d=3'"):
+        assert unknown.cost == estimates.UNMEASURED and unknown.estimate(False) == estimates.DEFAULT_S
     kept = json.loads(estimates.ESTIMATES.read_text())["plans"]
     assert {p.name for c in ALL_CHECKS for p in c.runs} <= set(kept)
 

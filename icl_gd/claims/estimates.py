@@ -8,12 +8,14 @@ of the next reproduction starts from today's measurements.
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
-from icl_gd.core.errors import ConfigError
+from icl_gd.core.errors import ConfigError, ICLGDNotice
 from icl_gd.core.results import write_json
 
 ESTIMATES = Path(__file__).with_name("estimates.json")
@@ -44,12 +46,30 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+SECONDS = ("first_seed_s", "later_seed_s", "quick_seed_s")
+
+
 def _read(path: Path) -> dict[str, SeedCost]:
+    """The plans' costs in the estimates file at ``path``; a figure that is not a number of seconds (a string, a
+    negative or infinite number) is a notice, one line each, and counts as not measured (the default stands in)."""
     try:
         data = json.loads(Path(path).read_text())
-        return {key: SeedCost(**entry) for key, entry in data["plans"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {key: _checked(SeedCost(**entry), key, path) for key, entry in data["plans"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: not an estimates file of icl-gd reproduce ({exc})") from None
+
+
+def _checked(cost: SeedCost, plan_name: str, path: Path) -> SeedCost:
+    bad = {}
+    for name in SECONDS:
+        value = getattr(cost, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            default = DEFAULT_QUICK_S if name == "quick_seed_s" else DEFAULT_S
+            warnings.warn(f"{path}: plan {plan_name!r}: {name} is {value!r}, not a number of seconds; counted at the "
+                          f"default {default:.0f} s", ICLGDNotice, stacklevel=2)
+            bad[name] = None
+    return replace(cost, **bad) if bad else cost
 
 
 @lru_cache(maxsize=None)
@@ -57,9 +77,20 @@ def _kept(path: Path) -> dict[str, SeedCost]:
     return _read(path)
 
 
-def seed_cost(plan_name: str, path: Path = ESTIMATES) -> SeedCost:
-    """The kept cost of the plan named ``plan_name`` (``UNMEASURED`` when none is kept)."""
-    return _kept(Path(path)).get(plan_name, UNMEASURED)
+def seed_cost(plan_name: str, path: Path | None = None) -> SeedCost:
+    """The kept cost of the plan named ``plan_name`` in ``path`` (default: ``ESTIMATES``); ``UNMEASURED`` when none
+    is kept, with a notice (once a plan) that its seeds are counted at the default."""
+    path = Path(path or ESTIMATES)
+    kept = _kept(path)
+    if plan_name not in kept:
+        _say_unmeasured(path, plan_name)
+    return kept.get(plan_name, UNMEASURED)
+
+
+@lru_cache(maxsize=None)
+def _say_unmeasured(path: Path, plan_name: str) -> None:
+    warnings.warn(f"{path} holds no estimate for plan {plan_name!r}: its seeds are counted at the default "
+                  f"{DEFAULT_S:.0f} s ({DEFAULT_QUICK_S:.0f} s under --smoke)", ICLGDNotice, stacklevel=3)
 
 
 def write_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
@@ -92,4 +123,5 @@ def merge_into_kept(measured: Path, kept: Path = ESTIMATES) -> list[str]:
         merged[name] = SeedCost(**fields, measured=cost.measured)
     write_costs(kept, merged, about)
     _kept.cache_clear()
+    _say_unmeasured.cache_clear()
     return sorted(new)
