@@ -355,3 +355,32 @@ def test_plan_warns_of_each_problem_of_the_kept_estimates(tmp_path, monkeypatch)
     assert any("later_seed_s" in n and "-5" in n for n in notices), result.stderr
     assert missing and all(any(f"no estimate for plan {name!r}" in n for n in notices) for name in missing), notices
     assert len(notices) == 2 + len(missing), notices
+
+
+# ------------------------------------------------------------------ --update-estimates changes only what changed
+def test_merging_measured_estimates_changes_only_the_numbers_that_changed(tmp_path):
+    import difflib
+    import json
+
+    from icl_gd.claims.estimates import merge_into_kept
+
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps({"_about": "about", "plans": {
+        "zeta default": {"first_seed_s": 10.0, "later_seed_s": 20.0, "quick_seed_s": 5.0, "measured": "note z"},
+        "alpha default": {"first_seed_s": 1.0, "later_seed_s": 2.0, "quick_seed_s": 3.0, "measured": "note a"},
+        "beta default": {"first_seed_s": 7.0, "later_seed_s": 7.0, "quick_seed_s": 7.0, "measured": "note b"},
+    }}, indent=2) + "\n")
+    before = kept.read_text()
+    measured = tmp_path / "estimates.json"
+    measured.write_text(json.dumps({"_about": "this run", "plans": {
+        "alpha default": {"first_seed_s": 1.0, "later_seed_s": 4.0, "quick_seed_s": None, "measured": "today"},
+        "beta default": {"first_seed_s": 7.0, "later_seed_s": None, "quick_seed_s": None, "measured": "today"},
+    }}))
+    assert merge_into_kept(measured, kept) == ["alpha default"]  # beta's figure is the kept one: nothing changed
+    after = json.loads(kept.read_text())
+    assert list(after["plans"]) == ["zeta default", "alpha default", "beta default"]  # the file's order
+    assert after["plans"]["alpha default"] == {"first_seed_s": 1.0, "later_seed_s": 4.0, "quick_seed_s": 3.0,
+                                               "measured": "note a; later_seed_s from today"}
+    changed = [line for line in difflib.unified_diff(before.splitlines(), kept.read_text().splitlines(), n=0,
+                                                      lineterm="") if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert len(changed) == 4, changed  # two lines out, two in: alpha's later_seed_s and its note

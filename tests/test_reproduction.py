@@ -75,7 +75,8 @@ def test_a_reproduction_writes_what_its_runs_measured_and_merging_keeps_what_it_
     write_costs(measured, costs, "this run")
     assert merge_into_kept(measured, kept) == [plan.name]
     merged = {k: SeedCost(**v) for k, v in json.loads(kept.read_text())["plans"].items()}
-    assert merged[plan.name] == SeedCost(40.0, 25.0, 7.0, "measured here")  # --quick's figure kept: not measured
+    # --quick's figure kept: not measured; the note of how the old figures were measured kept, the new one appended
+    assert merged[plan.name] == SeedCost(40.0, 25.0, 7.0, "before; first_seed_s, later_seed_s from measured here")
     assert merged["other default"] == SeedCost(1.0, 1.0, 1.0, "x")
     assert json.loads(kept.read_text())["_about"] == "about"
 

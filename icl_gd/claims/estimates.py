@@ -109,19 +109,32 @@ def record_costs(path: Path, costs: Mapping[str, SeedCost], about: str) -> None:
     write_costs(path, {**earlier, **costs}, about)
 
 
-def merge_into_kept(measured: Path, kept: Path = ESTIMATES) -> list[str]:
-    """Merge the plans ``measured`` (a reproduction's estimates.json) holds into ``kept`` (the package's file): a
-    measured figure replaces the kept one, and a figure the reproduction did not measure (e.g. ``--smoke``'s after
-    a full run) is kept. Returns the plans updated."""
-    new, old = _read(measured), _read(kept)
-    about = json.loads(Path(kept).read_text())["_about"]
-    merged = dict(old)
+def merge_into_kept(measured: Path, kept: Path | None = None) -> list[str]:
+    """Merge the plans ``measured`` (a reproduction's estimates.json) holds into ``kept`` (default: the package's
+    file): a measured figure that differs from the kept one replaces it, and the plan's note of how it was measured
+    gains how the new figure was (appended, the old note kept); a figure the reproduction did not measure (e.g.
+    ``--smoke``'s after a full run), every other field and the file's order stay as they are; a plan the file
+    lacks is added at its end. Returns the plans whose figures changed."""
+    kept = Path(kept or ESTIMATES)
+    new, _ = _read(measured), _read(kept)  # both checked before anything is written
+    data = json.loads(kept.read_text())
+    updated = []
     for name, cost in new.items():
-        base = old.get(name, UNMEASURED)
-        fields = {f: getattr(base, f) if getattr(cost, f) is None else getattr(cost, f)
-                  for f in ("first_seed_s", "later_seed_s", "quick_seed_s")}
-        merged[name] = SeedCost(**fields, measured=cost.measured)
-    write_costs(kept, merged, about)
+        entry = data["plans"].get(name)
+        if entry is None:
+            data["plans"][name] = asdict(cost)
+            updated.append(name)
+            continue
+        changed = [f for f in SECONDS if getattr(cost, f) is not None and getattr(cost, f) != entry.get(f)]
+        if not changed:
+            continue
+        for f in changed:
+            entry[f] = getattr(cost, f)
+        note = f"{', '.join(changed)} from {cost.measured}"
+        entry["measured"] = f"{entry['measured']}; {note}" if entry.get("measured") else note
+        updated.append(name)
+    if updated:
+        write_json(kept, data)
     _kept.cache_clear()
     _say_unmeasured.cache_clear()
-    return sorted(new)
+    return sorted(updated)
