@@ -384,3 +384,18 @@ def test_merging_measured_estimates_changes_only_the_numbers_that_changed(tmp_pa
     changed = [line for line in difflib.unified_diff(before.splitlines(), kept.read_text().splitlines(), n=0,
                                                       lineterm="") if line[:1] in "+-" and line[:3] not in ("+++", "---")]
     assert len(changed) == 4, changed  # two lines out, two in: alpha's later_seed_s and its note
+
+
+# ------------------------------------------------------------------ the authors' drivers and recorders answer --help
+AUTHORS_CHECK = Path(__file__).resolve().parents[1] / "docs" / "authors_check"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in AUTHORS_CHECK.glob("*.py") if not p.name.startswith("_")))
+def test_every_authors_check_script_answers_help_without_jax(script):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(AUTHORS_CHECK / script), "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=AUTHORS_CHECK)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:") and "Traceback" not in done.stderr, (done.stdout, done.stderr)

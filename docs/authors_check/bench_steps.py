@@ -9,14 +9,14 @@ import json
 import sys
 import time
 
-import jax
-
 from _authors import import_authors, parser, set_constructed_tokens, set_separate_tokens, set_sine
 
 p = parser(__doc__)
 p.add_argument("--setup", choices=("single", "separate3", "tokens", "sine"), required=True)
 args = p.parse_args()
 config, T = import_authors(args.authors_dir)
+# JAX once the arguments are read: --help (and a refused argument) needs none
+import jax  # noqa: E402
 config.local_usage, config.seed = True, args.seed
 
 

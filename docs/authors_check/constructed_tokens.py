@@ -40,8 +40,6 @@ import time
 from datetime import datetime, timezone
 from importlib import metadata
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from _authors import import_authors, parser, set_constructed_tokens
@@ -84,6 +82,9 @@ if args.fixed_tasks < 0:
 if args.no_gdpp and (args.seed == 0 or args.tune_only):
     p.error("--no-gdpp: seed 0's training data continue from GD++'s tuning in their notebook; use another seed")
 config, T = import_authors(args.authors_dir)
+# JAX once the arguments are read: --help (and a refused argument) needs none
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 from src.data import create_weights  # noqa: E402  (their module, importable once their folder is on the path)
 
 K, recurrent = args.layers, not args.separate

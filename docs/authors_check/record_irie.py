@@ -26,9 +26,9 @@ misclassified queries, index 1 the correctly classified ones. The claims' statis
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -201,9 +201,11 @@ def write(recs: dict[str, dict], path: Path = RECORDS) -> None:
     path.write_text(text + "\n")
 
 
-def main(paths: list[str]) -> None:
-    if not paths:
-        raise SystemExit(__doc__)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", metavar="JSON",
+                    help="irie_ff_attention.py's JSON files, one per set-up and seed")
+    paths = ap.parse_args(argv).paths
     recs = records([json.loads(Path(p).read_text()) for p in paths])
     write(recs)
     for claim_id, rec in recs.items():
@@ -211,4 +213,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

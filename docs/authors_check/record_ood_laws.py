@@ -15,7 +15,7 @@ L-BFGS, as for ``vo-recurrent2-ood-gdpp``).
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from _record import load_runs, provenance, write
 
@@ -32,7 +32,11 @@ def _measured(runs: list[dict], reference: str, key: str) -> str:
             + "; ".join(f"seed {r['seed']} {r[key + '_their_grid']:.4f}" for r in runs))
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", metavar="JSON",
+                    help="constructed_tokens.py's JSON lines (--layers 1, or --layers 2 recurrent), one per seed")
+    paths = ap.parse_args(argv).paths
     runs = load_runs(paths)
     plain = all(not r.get("layernorm") and not r.get("softmax") and r.get("heads", 1) == 1
                 and not r.get("fixed_tasks") and r.get("n_context", 10) == 10 and "ood_gap_laws_gd" in r for r in runs)
@@ -55,4 +59,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

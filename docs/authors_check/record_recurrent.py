@@ -11,7 +11,7 @@ relative loss gaps, the sensitivity cosine, the cosine margin GD++ over GD, the 
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from _record import gap_to_gd, gdpp_records, load_runs, per_seed, provenance, write
 
@@ -43,7 +43,11 @@ def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     return out
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", metavar="JSON",
+                    help="constructed_tokens.py --layers K's JSON lines (one recurrent depth), one per seed")
+    paths = ap.parse_args(argv).paths
     runs = load_runs(paths)
     K = runs[0]["layers"]
     if K < 2 or not all(r["layers"] == K and r["recurrent"] and r.get("n_context", 10) == 10 for r in runs):
@@ -63,4 +67,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -12,7 +12,7 @@ tuning.
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from _record import gap_to_gd, gdpp_records, load_runs, provenance, write
 
@@ -25,7 +25,11 @@ def records(runs: list[dict]) -> dict[str, tuple[list[float], str]]:
     }
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", metavar="JSON",
+                    help="constructed_tokens.py --layers 5 --separate's JSON lines, one per seed")
+    paths = ap.parse_args(argv).paths
     runs = load_runs(paths)
     if not all(r["layers"] == 5 and not r["recurrent"] and r.get("n_context", 10) == 10 and not r.get("layernorm")
                and not r.get("softmax") and r.get("heads", 1) == 1 and "loss_gdpp" in r for r in runs):
@@ -44,4 +48,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

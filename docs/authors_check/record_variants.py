@@ -23,7 +23,7 @@ sets' in ``icl_gd/claims/registry/von_oswald_one_layer.py``).
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections import defaultdict
 
 from _record import gap_to_gd, load_runs, provenance, write
@@ -125,7 +125,11 @@ def gamma_vs_n(runs: list[dict]) -> None:
         _DRIVER.format(K=2, flags="--n-context N")))
 
 
-def main(paths: list[str]) -> None:
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="+", metavar="JSON",
+                    help="constructed_tokens.py's JSON lines of the variants (fixed tasks, LayerNorm, softmax, γ)")
+    paths = ap.parse_args(argv).paths
     every = load_runs(paths)
     fixed = [r for r in every if r["layers"] == 1 and r.get("fixed_tasks", 0) in FIXED_TASK_CLAIMS
              and not r.get("layernorm") and not r.get("softmax") and r["heads"] == 1]
@@ -152,4 +156,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -8,8 +8,6 @@ their cell plots) and the median over tasks, for each η given: whether 50 dampe
 """
 import json
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from _authors import import_authors, parser
@@ -20,6 +18,9 @@ p.add_argument("--damping", type=float, default=0.75)
 p.add_argument("--applications", type=int, default=50)
 args = p.parse_args()
 config, T = import_authors(args.authors_dir)
+# JAX once the arguments are read: --help (and a refused argument) needs none
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 from src.data import create_weights  # noqa: E402  (their module, importable once their folder is on the path)
 
 # Their Config cell for one layer, then the roll-out cell's changes.
