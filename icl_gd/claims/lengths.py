@@ -95,6 +95,9 @@ LENGTHS: tuple[PlanLength, ...] = (
                departures=_LM_DEPARTURES),
     PlanLength(p.DUAL_FORM_LM_SGD, "Irie §4 (the dual form's identity on language models)", (_LM_PAPER,),
                departures=_LM_DEPARTURES),
+    PlanLength(p.DUAL_FORM_CONTINUAL_SGD, "", (), why_none="a construction check: the dual form's identity under "
+                                                          "its conditions (plain SGD, no weight decay, on digits); "
+                                                          "no figure of theirs is reproduced"),
     PlanLength(SPOTLIGHTS, "", (), why_none="beyond the paper: ours, on the default digits MLP; no figure of theirs "
                                             "is reproduced"),
     PlanLength(WHICH_ALGORITHM, "Fu Fig. 3", (_FU,), beyond_why=_WHICH_WHY),
@@ -125,6 +128,8 @@ def plan_steps(plan: RunPlan, registry: StudyRegistry) -> dict[str, Steps]:
     if study.resolved_training is not None:  # the regression family: None steps resolve to the authors' defaults
         return {"": (study.resolved_training(config).steps,)}
     if plan.study == "dual-form":
+        if config.training.epochs is not None:  # counted in epochs: each phase's steps follow its data set's size
+            return {setting: _classifier_epochs(config, setting) for setting in config.settings}
         return {setting: _classifier_phases(config.training, setting) for setting in config.settings}
     if plan.study == "dual-form-lm":  # epochs count windows of the loaded text: the study's declared work counts them
         work = study.training_work(config)
@@ -143,6 +148,19 @@ def _classifier_phases(training, setting: str) -> Steps:
     if training.epochs is not None:
         raise ValueError("a dual-form plan counted in epochs needs its data set's size")
     return (training.phase_steps(setting),) * (2 if setting == "continual" else 1)
+
+
+def _classifier_epochs(config, setting: str) -> Steps:
+    """A dual-form setting's steps per phase when it trains in epochs: each phase's epochs over its task's training
+    images (the first task's data set; the second task is its permutation, or another data set of its own size)."""
+    from icl_gd.dual.datasets import load_dataset
+
+    data = config.data
+    first = len(load_dataset(data.dataset).first_train(data.train_examples).train_y)
+    second = first if data.second_task == "permuted" else len(
+        load_dataset(data.second_task).first_train(data.train_examples).train_y)
+    sizes = (first, second) if setting == "continual" else (first,)
+    return tuple(config.training.phase_step_count(setting, n) for n in sizes)
 
 
 def _number(steps: Steps) -> str:
