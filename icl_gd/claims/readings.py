@@ -125,4 +125,8 @@ def numbers_block(conditions_by_paper: Sequence[tuple[str, Sequence[ClaimResult]
         lines.append(f"{paper}: {len(shown)} of {len(conditions)} counted conditions fail under a reading, have no "
                      "valid reference, or differ finer than their figure shows" + (":" if shown else "."))
         lines += ([""] + [f"- {number_line(r)}" for r in shown] if shown else []) + [""]
+        shared = [r for r in conditions if r.draws and not r.draws.startswith("independent")]
+        if shared:
+            lines += [f"{paper}: counted conditions whose seeds do not each have a test draw of their own:", ""]
+            lines += [f"- `{r.claim.id}`: {r.draws}" for r in shared] + [""]
     return "\n".join([*lines, NUMBERS_END])
