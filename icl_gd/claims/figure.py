@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from icl_gd.claims.evidence import MissingEvidence, SeedEvidence
-from icl_gd.claims.evidence import table_rows as _table
-from icl_gd.claims.statistics import metric
+from icl_gd.claims.evidence import SeedEvidence
+from icl_gd.claims.statistics import metric, ood_points
 from icl_gd.core.metric_name import symbol_of
 
 FIGURE_FRACTION = 1 / 20  # of a panel's height: the smallest gap at which two of its curves separate
@@ -118,13 +117,7 @@ class OodOnLogAxis:
         return f"largest |log10(L_trained / L_ref)| over the {sweeps} sweep / {self.axis.resolution:g} decade"
 
     def __call__(self, evidence: SeedEvidence) -> float:
-        losses: dict[tuple[str, str], dict[str, float]] = {}
-        for row in _table(evidence, "ood.csv", self.plan):
-            if row["sweep"] in self.sweeps:
-                losses.setdefault((row["sweep"], row["value"]), {})[row["model"]] = float(row["loss"])
-        points = [(p["trained"], p[self.reference]) for p in losses.values() if {"trained", self.reference} <= set(p)]
-        if not points:
-            raise MissingEvidence(f"ood.csv has no trained/{self.reference} rows for {', '.join(self.sweeps)}")
+        points = ood_points(evidence, self.reference, self.sweeps, self.plan)
         trained, reference = max(points, key=lambda tr: abs(math.log10(tr[0] / tr[1])))
         if self.signed:
             return (trained - reference) / reference

@@ -177,15 +177,20 @@ class OodGap:
         return f"largest |L_trained - L_{ref}| / L_{ref} over the {sweeps} sweep{'s' if len(self.sweeps) > 1 else ''}"
 
     def __call__(self, evidence: SeedEvidence) -> float:
-        losses: dict[tuple[str, str], dict[str, float]] = {}
-        for row in _table(evidence, "ood.csv", self.plan):
-            if row["sweep"] in self.sweeps:
-                losses.setdefault((row["sweep"], row["value"]), {})[row["model"]] = float(row["loss"])
-        gaps = [abs(p["trained"] - p[self.reference]) / p[self.reference] for p in losses.values()
-                if {"trained", self.reference} <= set(p)]
-        if not gaps:
-            raise MissingEvidence(f"ood.csv has no trained/{self.reference} rows for {', '.join(self.sweeps)}")
-        return max(gaps)
+        return max(abs(t - r) / r for t, r in ood_points(evidence, self.reference, self.sweeps, self.plan))
+
+
+def ood_points(evidence: SeedEvidence, reference: str, sweeps: tuple[str, ...], plan: int = 0
+               ) -> list[tuple[float, float]]:
+    """(L_trained, L_ref) at every point of ``sweeps`` in the run's ``ood.csv`` (MissingEvidence when none)."""
+    losses: dict[tuple[str, str], dict[str, float]] = {}
+    for row in _table(evidence, "ood.csv", plan):
+        if row["sweep"] in sweeps:
+            losses.setdefault((row["sweep"], row["value"]), {})[row["model"]] = float(row["loss"])
+    points = [(p["trained"], p[reference]) for p in losses.values() if {"trained", reference} <= set(p)]
+    if not points:
+        raise MissingEvidence(f"ood.csv has no trained/{reference} rows for {', '.join(sweeps)}")
+    return points
 
 
 @dataclass(frozen=True)
