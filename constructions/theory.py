@@ -1,4 +1,4 @@
-"""The closed forms of one linear-attention layer (``icl_gd.regression.population.theory``) against an independent
+"""The closed forms of one linear-attention layer (``icl_gd.regression.theory.one_layer``) against an independent
 exact expectation, against their own derivatives, against the one-step GD reference, and against Monte Carlo.
 
 The law: Λ = Q diag(1, 1, 0.5, 0.25, 1) Qᵀ with Q a random orthogonal matrix (d = 5), N = 20 context pairs, the
@@ -35,7 +35,7 @@ import torch
 
 from icl_gd.regression.gd import gd_predict
 from icl_gd.regression.population.one_step import population_one_step_gd
-from icl_gd.regression.population.theory import (context_second_moment, lsa_risk, one_layer_optimum,
+from icl_gd.regression.theory.one_layer import (context_second_moment, lsa_risk, one_layer_optimum,
                                                  optimal_preconditioner, optimal_scalar_step)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream
 

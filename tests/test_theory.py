@@ -1,4 +1,4 @@
-"""The one-layer theory (``icl_gd.regression.population.theory``): the closed-form risk against an exact quadrature
+"""The one-layer theory (``icl_gd.regression.theory.one_layer``): the closed-form risk against an exact quadrature
 expectation and against the project's one-step GD reference, Γ*'s optimality, the shift formulas, and the checks of
 ``icl-gd verify`` (``constructions/theory.py``) failing when a factor is wrong."""
 
@@ -15,7 +15,7 @@ from icl_gd.constructions import theory as checks
 from icl_gd.constructions.verify import all_checks
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.population.one_step import population_one_step_gd, population_one_step_gd_of_task
-from icl_gd.regression.population.theory import (context_second_moment, lsa_risk, one_layer_optimum,
+from icl_gd.regression.theory.one_layer import (context_second_moment, lsa_risk, one_layer_optimum,
                                                  optimal_preconditioner, optimal_scalar_step)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs
 
