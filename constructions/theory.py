@@ -35,13 +35,13 @@ import torch
 
 from icl_gd.regression.gd import gd_predict
 from icl_gd.regression.population.one_step import population_one_step_gd
-from icl_gd.regression.theory.one_layer import (context_second_moment, lsa_risk, one_layer_optimum,
-                                                 optimal_preconditioner, optimal_scalar_step)
+from icl_gd.regression.theory.one_layer import (AHN_SPECTRUM, context_second_moment, lsa_risk, one_layer_optimum,
+                                                 optimal_preconditioner, optimal_scalar_step, rotated_covariance)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream
 
 from icl_gd.constructions.verify import CheckResult, IdentityCheck, compare, merge
 
-SPECTRUM: tuple[float, ...] = (1.0, 1.0, 0.5, 0.25, 1.0)
+SPECTRUM: tuple[float, ...] = AHN_SPECTRUM
 N_CONTEXT = 20
 SEED = 2024
 EXACT = 1e-10
@@ -51,14 +51,8 @@ Risk = Callable[..., torch.Tensor]  # lsa_risk's signature
 
 def anisotropic_covariance(seed: int = SEED, spectrum: tuple[float, ...] = SPECTRUM,
                            dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """Q diag(``spectrum``) Qᵀ (d, d), Q the orthogonal factor of a seeded Gaussian matrix (its signs fixed by R's
-    diagonal): an anisotropic covariance in a random basis, exactly symmetric."""
-    gen = torch.Generator().manual_seed(seed)
-    d = len(spectrum)
-    q, r = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
-    q = q * torch.sign(torch.diagonal(r))
-    covariance = q @ torch.diag(torch.tensor(spectrum, dtype=torch.float64)) @ q.T
-    return (0.5 * (covariance + covariance.T)).to(dtype)
+    """The checks' law: ``rotated_covariance(spectrum, seed)``, Ahn et al.'s eigenvalues in a random basis."""
+    return rotated_covariance(spectrum, seed, dtype)
 
 
 def _grid(nodes: tuple[float, ...], weights: tuple[float, ...], d: int) -> tuple[torch.Tensor, torch.Tensor]:

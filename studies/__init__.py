@@ -20,6 +20,7 @@ REGISTRY = StudyRegistry({
     "spotlights": "icl_gd.studies.spotlights",
     "foreign-transformer": "icl_gd.studies.foreign_transformer",
     "online-layers": "icl_gd.studies.online_layers",
+    "preconditioner": "icl_gd.studies.preconditioner",
 })
 
 

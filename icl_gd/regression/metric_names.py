@@ -10,7 +10,8 @@ from __future__ import annotations
 from icl_gd.core.metric_name import MetricName, symbol_of
 
 MODEL_SYMBOLS = {"gd": "GD", "gdpp": "GD++", "gdpp_adam": "GD++(Adam)", "gd_2steps": "GD2", "gd_1": "GD(1 step)",
-                 "gd_population": "GD(η*, population)", "zero": "0"}
+                 "gd_population": "GD(η*, population)", "zero": "0",
+                 "gamma_star": "Γ*", "best_gd": "GD(η*)", "trained_normalised": "trained(1/M)"}
 
 
 def model_symbol(model: str) -> str:
@@ -132,3 +133,31 @@ def order_log2_ratio(model: str, algorithm: str) -> MetricName:
     """log2 of ``model``'s order sensitivity over ``algorithm``'s: ``order_log2_ratio_<model>_vs_<algorithm>``."""
     m, a = model_symbol(model), model_symbol(algorithm)
     return MetricName(f"order_log2_ratio_{model}_vs_{algorithm}", f"log2(order_{m} / order_{a})")
+
+
+# preconditioner (``icl_gd.regression.theory``)
+
+
+def preconditioner_cosine(model: str) -> MetricName:
+    """The cosine (Frobenius) of the preconditioner Γ ``model`` applies with Γ*: ``gamma_cosine_<model>``."""
+    return MetricName(f"gamma_cosine_{model}", f"cos(Γ_{model_symbol(model)}, Γ*)")
+
+
+def preconditioner_rel_error(model: str) -> MetricName:
+    """‖Γ_model - Γ*‖_F / ‖Γ*‖_F: ``gamma_rel_error_<model>``."""
+    return MetricName(f"gamma_rel_error_{model}", f"‖Γ_{model_symbol(model)} - Γ*‖ / ‖Γ*‖")
+
+
+def shift_worst_gap(shift: str, model: str, reference: str) -> MetricName:
+    """Over a shift's test points, the relative loss gap (L_model - L_reference) / L_reference of largest size, its
+    sign kept: ``worst_gap_<shift>_<model>_vs_<reference>``."""
+    m, r = model_symbol(model), model_symbol(reference)
+    return MetricName(f"worst_gap_{shift}_{model}_vs_{reference}",
+                      f"the largest (L_{m} - L_{r}) / L_{r} over the {shift} shift's points")
+
+
+def shift_loss_ratio(shift: str, value: float, model: str, reference: str) -> MetricName:
+    """L_model / L_reference at one point of a shift: ``loss_ratio_<shift>_<value>_<model>_vs_<reference>``."""
+    m, r = model_symbol(model), model_symbol(reference)
+    return MetricName(f"loss_ratio_{shift}_{value:g}_{model}_vs_{reference}",
+                      f"L_{m} / L_{r} at {shift} {value:g}")

@@ -36,6 +36,9 @@ from icl_gd.core.config import require_positive_int, require_scale
 from icl_gd.core.errors import ConfigError
 
 
+AHN_SPECTRUM: tuple[float, ...] = (1.0, 1.0, 0.5, 0.25, 1.0)  # Ahn et al. 2023's input eigenvalues (d = 5)
+
+
 def _require_covariance(name: str, covariance: torch.Tensor) -> None:
     """A symmetric positive semi-definite (d, d) tensor, not zero; ConfigError otherwise."""
     if not isinstance(covariance, torch.Tensor) or covariance.ndim != 2 or covariance.shape[0] != covariance.shape[1]:
@@ -45,6 +48,20 @@ def _require_covariance(name: str, covariance: torch.Tensor) -> None:
     eigenvalues = torch.linalg.eigvalsh(covariance.detach())
     if eigenvalues.min() < -1e-6 * eigenvalues.abs().max() or eigenvalues.max() <= 0:
         raise ConfigError(f"{name} must be positive semi-definite and not zero")
+
+
+def rotated_covariance(spectrum: tuple[float, ...], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Q diag(``spectrum``) Qᵀ (d, d), Q the orthogonal factor of a seeded Gaussian matrix (its signs fixed by R's
+    diagonal): an input covariance of the given eigenvalues in a random basis, exactly symmetric. Ahn et al.'s
+    eigenvalues (1, 1, 0.5, 0.25, 1) are ``AHN_SPECTRUM``."""
+    if not spectrum or any(not (isinstance(v, (int, float)) and v > 0) for v in spectrum):
+        raise ConfigError(f"spectrum must be positive eigenvalues, got {spectrum!r}")
+    gen = torch.Generator().manual_seed(int(seed))
+    d = len(spectrum)
+    q, r = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    covariance = q @ torch.diag(torch.tensor(spectrum, dtype=torch.float64)) @ q.T
+    return (0.5 * (covariance + covariance.T)).to(dtype)
 
 
 def context_second_moment(context_covariance: torch.Tensor, n_context: int, label_noise: float = 0.0) -> torch.Tensor:
