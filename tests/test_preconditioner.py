@@ -13,7 +13,7 @@ import torch
 from icl_gd.core.errors import ConfigError
 from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, Stream
-from icl_gd.regression.theory.one_layer import lsa_risk, optimal_preconditioner
+from icl_gd.regression.theory.one_layer import AHN_SPECTRUM, lsa_risk, optimal_preconditioner, rotated_covariance
 from icl_gd.regression.theory.trained import PreconditionedStepPredictor, lsa_preconditioner, remainder_loss
 from icl_gd.regression.tokens import ConcatTokenTask
 
@@ -132,3 +132,44 @@ def test_bad_study_config_is_refused():
         PreconditionerConfig(context_lengths=(5, 0))
     with pytest.raises(ConfigError, match="covariate_scales"):
         PreconditionerConfig(covariate_scales=(-1.0,))
+
+
+def test_compare_scores_any_model_against_gamma_star_and_its_shift(tmp_path):
+    """`icl-gd compare --task anisotropic --covariate-scale c`: Γ* loaded into an LSA layer is the gamma_star
+    reference to round-off, and each closed-form reference carries lsa_risk on the shifted law."""
+    from icl_gd.regression.compare.command import CompareRunConfig, run_comparison
+    from icl_gd.regression.compare.comparison import CompareConfig
+
+    model_file = tmp_path / "model.py"
+    model_file.write_text(
+        "import torch\n"
+        "from icl_gd.regression.lsa import LSAConfig, LSAModel, LSAWeights\n"
+        "from icl_gd.regression.theory.one_layer import AHN_SPECTRUM, optimal_preconditioner, rotated_covariance\n"
+        "def build(d, n):\n"
+        "    qk, pv = torch.zeros(1, d + 1, d + 1, dtype=torch.float64), torch.zeros(1, d + 1, d + 1, dtype=torch.float64)\n"
+        "    qk[0, :d, :d] = optimal_preconditioner(rotated_covariance(AHN_SPECTRUM, 2024), n) / n\n"
+        "    pv[0, d, d] = -1.0\n"
+        "    model = LSAModel(LSAConfig(d_model=d + 1, d_y=1)).double().load_weights(LSAWeights.from_products(qk, pv))\n"
+        "    model.layout = 'concat'\n"
+        "    return model\n")
+    config = CompareRunConfig(model=f"{model_file}:build", task="anisotropic", d=5, n=20, covariate_scale=0.5,
+                              n_test=256, n_tune=256, compare=CompareConfig(steps=1, newton_steps=1))
+    frame = run_comparison(config, tmp_path / "out", figures=False, progress=False)
+    rows = frame.set_index("reference")
+    assert rows.loc["gamma_star", "pred_diff"] < 1e-12
+    cov = rotated_covariance(AHN_SPECTRUM, 2024)
+    expected = float(lsa_risk(optimal_preconditioner(cov, 20), 0.5 * cov, 20))
+    assert json.loads(rows.loc["gamma_star", "parameters"])["risk"] == pytest.approx(expected, abs=1e-8)
+    assert rows.loc["gd_population", "pred_diff"] > 0.05  # the scalar step is another function
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"task": "anisotropic", "d": 4}, "--spectrum has 5 eigenvalues but --d is 4"),
+    ({"task": "linear", "covariate_scale": 2.0}, "needs Gaussian inputs"),
+    ({"task": "linear-normal", "covariate_scale": -1.0}, "--covariate-scale must be positive"),
+    ({"task": "garg"}, "--task 'garg' is not one of")])
+def test_compare_refuses_a_bad_law(settings, message):
+    from icl_gd.regression.compare.command import CompareRunConfig
+
+    with pytest.raises(ConfigError, match=message):
+        CompareRunConfig(model="m.py:f", **settings)

@@ -9,14 +9,30 @@ from typing import Annotated, Optional
 import typer
 
 
+def _spectrum(text: str) -> tuple[float, ...]:
+    from icl_gd.core.errors import ConfigError
+
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--spectrum must be comma-separated numbers, got {text!r}") from None
+
+
 def compare(
     model: Annotated[str, typer.Option("--model", help="FILE.py:FACTORY, a function in that file returning the "
                                        "predictor (a torch.nn.Module or a callable); called with d, n, d_y if it "
                                        "takes them.")],
     out: Annotated[Path, typer.Option("--out", help="Output directory.")],
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="State dict loaded into the model.")] = None,
-    task: Annotated[str, typer.Option("--task", help="linear (x ~ U(-1/2, 1/2)^d, icl-gd's) or linear-normal "
-                                      "(x ~ N(0, I), Garg et al.'s).")] = "linear",
+    task: Annotated[str, typer.Option("--task", help="linear (x ~ U(-1/2, 1/2)^d, icl-gd's), linear-normal "
+                                      "(x ~ N(0, I), Garg et al.'s) or anisotropic (x ~ N(0, Λ), Λ of --spectrum in "
+                                      "a random basis); on Gaussian inputs the closed-form optimum Γ* and the best "
+                                      "scalar GD step join the references.")] = "linear",
+    spectrum: Annotated[str, typer.Option("--spectrum", help="anisotropic: Λ's eigenvalues, comma-separated, one "
+                                          "per input dimension (default Ahn et al.'s 1,1,0.5,0.25,1, d = 5).")] = "",
+    covariate_scale: Annotated[float, typer.Option("--covariate-scale", help="Gaussian inputs: test contexts and "
+                                                   "queries from N(0, cΛ), Γ* and the best step those of c = 1 "
+                                                   "(covariate shift).")] = 1.0,
     d: Annotated[int, typer.Option("--d", help="Input dimension.")] = 10,
     n: Annotated[int, typer.Option("--n", help="Context pairs per task.")] = 10,
     layout: Annotated[str, typer.Option("--layout", help="The call the model takes: arguments (x_ctx, y_ctx, x_q), "
@@ -50,8 +66,10 @@ def compare(
     try:
         set_threads(threads)
         torch_device = resolve_device(device)
+        shape = {"spectrum": _spectrum(spectrum)} if spectrum else {}
         config = CompareRunConfig(model=model, checkpoint=None if checkpoint is None else str(checkpoint), task=task,
-                                  d=d, n=n, layout=layout, seed=seed, compare=CompareConfig(steps=steps))
+                                  d=d, n=n, layout=layout, seed=seed, compare=CompareConfig(steps=steps),
+                                  covariate_scale=covariate_scale, **shape)
         frame = run_comparison(config, out, str(torch_device), force, figures, progress)
     except ICLGDError as error:
         fail(str(error), 2 if isinstance(error, (ConfigError, RunDirectoryError)) else 1)

@@ -32,10 +32,14 @@ from icl_gd.core.errors import ConfigError, DivergenceError, RunDirectoryError
 from icl_gd.core.progress import phases_shown
 from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
-from icl_gd.regression.compare.comparison import CALLS, CompareConfig, compare as compare_predictor, comparison_figure
+from icl_gd.regression.compare.comparison import (CALLS, CompareConfig, closed_form_references, comparison_figure,
+                                                  compare as compare_predictor)
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, UniformInputs
+from icl_gd.regression.theory.one_layer import AHN_SPECTRUM, rotated_covariance
 
-TASKS = {"linear": UniformInputs, "linear-normal": NormalInputs}  # icl-gd's x ~ U(-1/2, 1/2)^d; Garg et al.'s N(0, I)
+# icl-gd's x ~ U(-1/2, 1/2)^d; Garg et al.'s N(0, I); N(0, cΛ) with Λ of a given spectrum in a random basis (the
+# theory's law, docs/theory.md), whose closed-form optimum Γ* and best scalar step join the references
+TASKS = ("linear", "linear-normal", "anisotropic")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,14 @@ class CompareRunConfig:
 
     model: str = setting("", "FILE.py:FACTORY")
     checkpoint: Optional[str] = setting(None, "state dict loaded into the model")
-    task: str = setting("linear", "linear (x ~ U(-1/2, 1/2)^d) or linear-normal (x ~ N(0, I))")
+    task: str = setting("linear", "linear (x ~ U(-1/2, 1/2)^d), linear-normal (x ~ N(0, I)) or anisotropic "
+                                  "(x ~ N(0, cΛ), Λ of `spectrum` in a random basis)")
+    spectrum: tuple[float, ...] = setting(AHN_SPECTRUM, "anisotropic: the eigenvalues of Λ, one per input dimension "
+                                                        "(Ahn et al.'s by default, d = 5)")
+    basis_seed: int = setting(2024, "anisotropic: seed of Λ's random basis", check=lambda name, value:
+                              require_non_negative(f"--{name.replace('_', '-')}", value))
+    covariate_scale: float = setting(1.0, "test contexts and queries from N(0, cΛ) with this c, Γ* and the best "
+                                          "scalar step those of c = 1 (linear-normal and anisotropic)")
     d: int = positive_int(10, "input dimension")
     n: int = positive_int(10, "context pairs per task")
     layout: str = setting("", "the call the model takes: arguments, concat or interleaved (empty: the model's "
@@ -57,11 +68,33 @@ class CompareRunConfig:
 
     def __post_init__(self) -> None:
         check_settings(self)
-
-    def build_task(self) -> LinearRegressionTask:
         if self.task not in TASKS:
             raise ConfigError(f"--task {self.task!r} is not one of {', '.join(TASKS)}")
-        return LinearRegressionTask(d=self.d, n_context=self.n, inputs=TASKS[self.task]())
+        if not (isinstance(self.covariate_scale, (int, float)) and self.covariate_scale > 0):
+            raise ConfigError(f"--covariate-scale must be positive, got {self.covariate_scale!r}")
+        if self.covariate_scale != 1 and self.task == "linear":
+            raise ConfigError("--covariate-scale needs Gaussian inputs: --task linear-normal or anisotropic")
+        if self.task == "anisotropic" and len(self.spectrum) != self.d:
+            raise ConfigError(f"--spectrum has {len(self.spectrum)} eigenvalues but --d is {self.d}")
+        if any(not (isinstance(v, (int, float)) and v > 0) for v in self.spectrum):
+            raise ConfigError(f"--spectrum must be positive eigenvalues, got {self.spectrum!r}")
+
+    def training_covariance(self) -> torch.Tensor | None:
+        """Λ (d, d) float64 of the Gaussian law the closed forms are taken on (c = 1); None for uniform inputs."""
+        if self.task == "linear":
+            return None
+        if self.task == "linear-normal":
+            return torch.eye(self.d, dtype=torch.float64)
+        return rotated_covariance(tuple(float(v) for v in self.spectrum), self.basis_seed)
+
+    def build_task(self) -> LinearRegressionTask:
+        """The test law: inputs U(-1/2, 1/2)^d, or N(0, cΛ)."""
+        covariance = self.training_covariance()
+        if covariance is None:
+            return LinearRegressionTask(d=self.d, n_context=self.n, inputs=UniformInputs())
+        shifted = (self.covariate_scale * covariance).tolist()
+        return LinearRegressionTask(d=self.d, n_context=self.n,
+                                    inputs=NormalInputs(covariance=tuple(map(tuple, shifted))))
 
 
 def load_predictor(spec: str, checkpoint: Path | None, d: int, n: int, d_y: int = 1) -> Any:
@@ -153,8 +186,9 @@ def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", for
         predictor = predictor.to(torch_device)
     try:
         with phases_shown(progress):  # the references' tuning says how far it has come (icl_gd.core.progress)
+            extra = closed_form_references(config.training_covariance(), config.covariate_scale, task)
             frame = compare_predictor(predictor, task, config.layout, config.compare, device=torch_device,
-                                      n_test=config.n_test, n_tune=config.n_tune, seed=config.seed)
+                                      n_test=config.n_test, n_tune=config.n_tune, seed=config.seed, extra=extra)
     except ConfigError as error:  # what the model did wrong, with the model's name
         raise ConfigError(f"--model {config.model}: {error}") from error
     output = frame[frame["layer"].isna()]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,8 @@ from icl_gd.regression.evaluation import EvalSet, Scored, score
 from icl_gd.regression.metrics import predictions_and_sensitivities_of
 from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
+from icl_gd.regression.theory.one_layer import lsa_risk, optimal_preconditioner, optimal_scalar_step
+from icl_gd.regression.theory.trained import PreconditionedStepPredictor
 from icl_gd.regression.tokens import ConcatLayout
 from icl_gd.regression.tuning import tune_gd, tune_gdpp
 
@@ -317,13 +319,15 @@ def tuned_references(task: LinearRegressionTask, config: CompareConfig, n_tune: 
 def compare(predictor: Callable[..., Any], task: LinearRegressionTask, layout: str | Any = "arguments",
             config: CompareConfig | None = None, layers: Callable[..., Any] | None = None,
             device: torch.device | str = "cpu", n_test: int = 2000, n_tune: int = 2048, seed: int = 2023,
-            references: tuple[list[Reference], dict[str, Any]] | None = None) -> pd.DataFrame:
+            references: tuple[list[Reference], dict[str, Any]] | None = None,
+            extra: Sequence[Reference] = ()) -> pd.DataFrame:
     """The tidy comparison of ``predictor`` (in the call ``layout`` declares) with every reference on ``task``
     (module docstring): ``n_test`` test tasks (Stream.TEST of ``seed``), references tuned on ``n_tune`` held-out
     ones (Stream.TUNE), the probe set of the per-layer matching from ``seed`` too. ``df.attrs``: ``parameters`` (per reference name, the parameters of its largest step
     count, and the per-layer matching's), ``loss`` (the predictor's test loss) and ``layer_metrics`` (the
     per-layer matching's metrics, when read-outs are given). ``references``: ``tuned_references(task, config,
-    n_tune, seed)`` computed once for several predictors of one task."""
+    n_tune, seed)`` computed once for several predictors of one task; ``extra``: references of fixed parameters
+    scored beside them (``closed_form_references``)."""
     config = config or CompareConfig()
     if layers is not None and not callable(layers):
         raise ConfigError(f"layers must be a callable giving the per-layer read-outs, got {type(layers).__name__}")
@@ -338,6 +342,7 @@ def compare(predictor: Callable[..., Any], task: LinearRegressionTask, layout: s
     trained = score(model, test)
     model.check_scored(trained)  # before any reference is tuned: a NaN, inf or constant predictor is refused now
     refs, matching = references or tuned_references(task, config, n_tune, seed, device)
+    refs = [*refs, *extra]
     rows = [_reference_row(ref, score(ref.predictor, test), trained) for ref in refs]
     parameters: dict[str, Any] = {ref.name: ref.parameters for ref in refs}
     frame = pd.DataFrame(rows, columns=COLUMNS)
@@ -359,6 +364,30 @@ def _reference_row(ref: Reference, scored: Scored, trained: Scored) -> dict[str,
     return {"layer": None, "reference": ref.name, "steps": ref.steps, "loss": trained.loss,
             "loss_reference": scored.loss, "pred_diff": a.pred_diff, "cos_sensitivity": a.cos_sensitivity,
             "sensitivity_diff": a.sensitivity_diff, "parameters": json.dumps(ref.parameters)}
+
+
+def closed_form_references(covariance: torch.Tensor | None, scale: float, task: LinearRegressionTask
+                           ) -> list[Reference]:
+    """The one-layer theory's references on a Gaussian law (docs/theory.md): the layer at the optimum Γ* of inputs
+    N(0, Λ) with ``task.n_context`` pairs, and one GD step at the best scalar step η* of that law, each with its
+    closed-form expected loss on the test law N(0, ``scale`` Λ) (``risk``); none for uniform inputs
+    (``covariance`` None), several outputs or label noise the closed forms do not take here."""
+    if covariance is None or task.d_y != 1 or task.weight_scale != 1:
+        return []
+    n, noise = task.n_context, task.label_noise
+    layout = ConcatLayout(task.d, task.d_y)
+    gamma_star = optimal_preconditioner(covariance, n, noise)
+    eta = optimal_scalar_step(covariance, n, noise)
+    eye = torch.eye(task.d, dtype=torch.float64)
+    tested = scale * covariance
+
+    def risk(gamma: torch.Tensor) -> float:
+        return round(float(lsa_risk(gamma, tested, n, label_noise=noise)), 8)
+
+    return [Reference("gamma_star", None, PreconditionedStepPredictor(gamma_star, layout),
+                      {"risk": risk(gamma_star), "covariate_scale": scale}),
+            Reference("gd_population", 1, GDPredictor(layout, [eta]),
+                      {"eta": eta, "risk": risk(eta * eye), "covariate_scale": scale})]
 
 
 MATCHED_NAMES = {"gd": "gd_fixed_step"}  # the matching's GD runs at the fixed step 1/L, not tuned per count
