@@ -24,6 +24,8 @@ CHECK_MODULES: tuple[str, ...] = (
     "icl_gd.constructions.algorithms",
     "icl_gd.constructions.population_gd",
     "icl_gd.constructions.theory",
+    "icl_gd.constructions.theory_plateaus",
+    "icl_gd.constructions.theory_asymptotics",
     "icl_gd.constructions.delta_rule",
     "icl_gd.constructions.mesa",
 )

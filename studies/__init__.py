@@ -21,6 +21,8 @@ REGISTRY = StudyRegistry({
     "foreign-transformer": "icl_gd.studies.foreign_transformer",
     "online-layers": "icl_gd.studies.online_layers",
     "preconditioner": "icl_gd.studies.preconditioner",
+    "plateaus": "icl_gd.studies.plateaus",
+    "finite-tasks": "icl_gd.studies.finite_tasks",
 })
 
 

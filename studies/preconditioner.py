@@ -104,7 +104,7 @@ class PreconditionerConfig(RegressionConfig):
         if self.model.layers != 1 or self.model.recurrent:
             raise ConfigError(f"the closed forms are one layer's: layers must be 1, got {self.model.layers}")
         if self.task.train_tasks:
-            raise ConfigError("the closed forms are for fresh tasks: train_tasks must be 0")
+            raise ConfigError(f"the closed forms are for fresh tasks: train_tasks = {self.task.train_tasks}, must be 0")
 
 
 def _trained_model(config: PreconditionerConfig, layout: Any, seed: int) -> LSAModel:

@@ -27,7 +27,19 @@ def _training_paths(config, prefix: str = "") -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize("name", study_names())
+# Studies with no optimiser part, each for a reason of the theory it referees: finite-tasks solves its layer in
+# closed form, where gradient descent from zero ends (least squares on the layer's d² features; tests/
+# test_theory_asymptotics.py runs the descent to it); plateaus runs plain full-batch gradient descent with a step size
+# per layer, no clipping and no decay, as the gradient flow it is compared with.
+NO_OPTIMISER = ("finite-tasks", "plateaus")
+
+
+@pytest.mark.parametrize("name", NO_OPTIMISER)
+def test_a_study_without_an_optimiser_has_no_training_part(name):
+    assert _training_paths(get_study(name).default_config()) == []
+
+
+@pytest.mark.parametrize("name", [n for n in study_names() if n not in NO_OPTIMISER])
 def test_grad_clip_is_one_key_in_every_study(name):
     """grad_clip, lr and weight_decay are the same keys in every study's training part (one per set-up)."""
     default = get_study(name).default_config()

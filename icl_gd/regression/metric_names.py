@@ -161,3 +161,101 @@ def shift_loss_ratio(shift: str, value: float, model: str, reference: str) -> Me
     m, r = model_symbol(model), model_symbol(reference)
     return MetricName(f"loss_ratio_{shift}_{value:g}_{model}_vs_{reference}",
                       f"L_{m} / L_{r} at {shift} {value:g}")
+
+
+# sequence (``icl_gd.regression.sequence``): losses per position of a next-token predictor
+
+
+def sequence_late_loss(model: str) -> MetricName:
+    """A model's next-token loss averaged over the second half of the positions: ``late_loss_<model>``."""
+    return MetricName(f"late_loss_{model}", f"L_{model_symbol(model)}(t > T/2)")
+
+
+def sequence_early_loss(model: str) -> MetricName:
+    """A model's next-token loss averaged over the first quarter of the positions: ``early_loss_<model>``."""
+    return MetricName(f"early_loss_{model}", f"L_{model_symbol(model)}(t ≤ T/4)")
+
+
+def sequence_W0_norm(model: str) -> MetricName:
+    """‖W0‖_F of the GD step a model runs (tuned, or read off a trained layer): ``W0_norm_<model>``."""
+    return MetricName(f"W0_norm_{model}", f"‖W0_{model_symbol(model)}‖")
+
+
+def sequence_readoff_residual(model: str) -> MetricName:
+    """How much of a trained model's predictions the GD step read off it leaves unexplained, the root of
+    mean ‖ŝ_model - ŝ_GD‖² / mean ‖ŝ_model‖²: ``readoff_residual_<model>``."""
+    m = model_symbol(model)
+    return MetricName(f"readoff_residual_{model}", f"‖ŝ_{m} - ŝ_GD(read off)‖ / ‖ŝ_{m}‖")
+
+
+# finite-tasks (``icl_gd.regression.task_diversity.finite_tasks``, Lu et al.'s asymptotics)
+def asymptotic_gap(error: str, reduce: str, d: int | str) -> MetricName:
+    """Over the κ grid, the ``reduce`` ("mean" or "worst") of |e - e∞| / e∞, the trained layer's ``error`` ("icl"
+    or "idg") at dimension ``d`` (or "largest" / "smallest" of the run's) against Lu et al.'s d → ∞ curve:
+    ``<error>_asymptotic_<reduce>_gap_d<d>`` (``..._gap_<largest>_d``)."""
+    where = f"d{d}" if isinstance(d, int) else f"{d}_d"
+    return MetricName(f"{error}_asymptotic_{reduce}_gap_{where}",
+                      f"{reduce} over κ of |e_{error.upper()} - e∞_{error.upper()}| / e∞_{error.upper()} at d {d}")
+
+
+def stored_gap(d: int | str) -> MetricName:
+    """Over the κ the authors stored at ``d``, the mean |g_task - g_task stored| / e∞_ICL (g_task = e_ICL - e_IDG,
+    on the scale of the ICL error): ``gtask_stored_mean_gap_d<d>`` (``gtask_stored_mean_gap_<largest>_d``)."""
+    where = f"d{d}" if isinstance(d, int) else f"{d}_d"
+    return MetricName(f"gtask_stored_mean_gap_{where}", f"mean over κ of |g_task - g_task,stored| / e∞_ICL at d {d}")
+
+
+def error_ratio(numerator: str, denominator: str, kappa: str) -> MetricName:
+    """numerator / denominator (two errors of ``finite_tasks``' rows) at the ``kappa`` ("smallest" or "largest") κ
+    of the run, at its largest d: ``<numerator>_over_<denominator>_<kappa>_kappa``."""
+    return MetricName(f"{numerator}_over_{denominator}_{kappa}_kappa",
+                      f"e_{numerator} / e_{denominator} at the {kappa} κ")
+
+
+def sequence_probe_r2(model: str, target: str, layer: int) -> MetricName:
+    """The R² of linear probes of ``target`` from ``model``'s tokens after layer ``layer`` (0: its input tokens),
+    averaged over the second half of the positions: ``probe_r2_<model>_<target>_layer<layer>``."""
+    return MetricName(f"probe_r2_{model}_{target}_layer{layer}",
+                      f"R²({target} | {model_symbol(model)}, layer {layer}, t > T/2)")
+
+
+# plateaus (``icl_gd.regression.theory.heads``): a layer is ``merged`` or ``separate``
+
+
+def plateau_count(layer: str) -> MetricName:
+    """How many plateaus ``layer``'s exact loss curve shows that are read as a closed-form level L_m:
+    ``plateaus_<layer>``."""
+    return MetricName(f"plateaus_{layer}", f"plateaus of the {layer} layer read as some L_m")
+
+
+def plateau_unread(layer: str) -> MetricName:
+    """How many plateaus of ``layer``'s curve are read as no level: ``plateaus_unread_<layer>``."""
+    return MetricName(f"plateaus_unread_{layer}", f"plateaus of the {layer} layer at no L_m")
+
+
+def plateau_worst_error(layer: str) -> MetricName:
+    """Over ``layer``'s plateaus read as some L_m, the largest |level / L_m - 1|: ``plateau_worst_error_<layer>``."""
+    return MetricName(f"plateau_worst_error_{layer}", f"max |plateau / L_m - 1| of the {layer} layer")
+
+
+def plateaus_increasing(layer: str) -> MetricName:
+    """1 when every plateau of ``layer`` is read as some L_m and m increases along the curve, else 0:
+    ``plateaus_increasing_<layer>``."""
+    return MetricName(f"plateaus_increasing_{layer}", f"the {layer} layer's plateaus at L_m, m increasing")
+
+
+def plateaus_every_level(layer: str) -> MetricName:
+    """1 when ``layer``'s plateaus are read as L_0, L_1, ..., L_d, one each, in this order, and nothing else:
+    ``plateaus_every_level_<layer>``."""
+    return MetricName(f"plateaus_every_level_{layer}", f"the {layer} layer's plateaus are L_0, ..., L_d in order")
+
+
+def plateaus_single_drop(layer: str) -> MetricName:
+    """1 when ``layer``'s plateaus are read as L_0 and L_d and nothing else (one drop), else 0:
+    ``plateaus_single_drop_<layer>``."""
+    return MetricName(f"plateaus_single_drop_{layer}", f"the {layer} layer's plateaus are L_0 and L_d only")
+
+
+def final_risk(layer: str) -> MetricName:
+    """The exact expected loss R(Γ) of ``layer``'s weights at the end of training: ``risk_final_<layer>``."""
+    return MetricName(f"risk_final_{layer}", f"R(Γ_{layer}) at the end")

@@ -10,8 +10,10 @@ that cannot settle an empirical claim (``Claim.settled_by_quick``): they show th
 from icl_gd.claims.claim import VERIFY_STUDY, Claim
 from icl_gd.core.errors import ConfigError
 from icl_gd.claims.registry.beyond_algorithms import BEYOND_ALGORITHM_CLAIMS
+from icl_gd.claims.registry.beyond_asymptotics import BEYOND_ASYMPTOTIC_CLAIMS
 from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.claims.registry.beyond_online import BEYOND_ONLINE_CLAIMS
+from icl_gd.claims.registry.beyond_plateaus import BEYOND_PLATEAU_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
 from icl_gd.claims.registry.beyond_theory import BEYOND_THEORY_CLAIMS
 from icl_gd.claims.registry.checks import CONSTRUCTION_CHECKS
@@ -24,7 +26,8 @@ __all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim
 
 VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS + ARCHITECTURE_CLAIMS
 _DECLARED: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
-                                + BEYOND_FOREIGN_CLAIMS + BEYOND_ONLINE_CLAIMS + BEYOND_THEORY_CLAIMS)
+                                + BEYOND_FOREIGN_CLAIMS + BEYOND_ONLINE_CLAIMS + BEYOND_THEORY_CLAIMS
+                                + BEYOND_PLATEAU_CLAIMS + BEYOND_ASYMPTOTIC_CLAIMS)
 # An identity declared beside a paper's claims (a construction check on that paper's runs) is reported with the
 # construction checks, never counted as a claim.
 CLAIMS: tuple[Claim, ...] = tuple(c for c in _DECLARED if not c.is_construction)
