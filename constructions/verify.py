@@ -28,6 +28,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "icl_gd.constructions.theory_asymptotics",
     "icl_gd.constructions.delta_rule",
     "icl_gd.constructions.mesa",
+    "icl_gd.constructions.sequence",
 )
 
 

@@ -23,6 +23,7 @@ REGISTRY = StudyRegistry({
     "preconditioner": "icl_gd.studies.preconditioner",
     "plateaus": "icl_gd.studies.plateaus",
     "finite-tasks": "icl_gd.studies.finite_tasks",
+    "sequence": "icl_gd.studies.sequence",
 })
 
 

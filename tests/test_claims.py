@@ -16,7 +16,7 @@ from icl_gd.claims.figure import LossOnAxis
 from icl_gd.claims.claim import RunPlan
 from icl_gd.claims.statistics import (Difference, Least, Metric, OodGap, OverDraws, Ratio, RelGap,
                                                RolloutGap, RolloutRise, WorstDeviation, WorstIdentity)
-from icl_gd.claims.registry import VERIFY_STUDY
+from icl_gd.claims.registry import PENDING_CLAIMS, VERIFY_STUDY
 from icl_gd.claims.report import ReportHeader, render_html, render_markdown, write_report
 from icl_gd.core.errors import ConfigError
 from icl_gd.claims.links import PageLinks
@@ -139,7 +139,7 @@ def _side(claim: Claim, passing: bool) -> float:
     return claim.threshold + sign * _margin(claim)
 
 
-@pytest.mark.parametrize("claim", ALL_CHECKS, ids=lambda c: c.id)
+@pytest.mark.parametrize("claim", ALL_CHECKS + PENDING_CLAIMS, ids=lambda c: c.id)
 def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, claim):
     # A claim on the share of passing seeds needs ten to settle (3 of 3 leaves a 95% interval astride one half).
     n = 10 if claim.share is not None else 3
@@ -162,11 +162,11 @@ def test_each_claim_holds_fails_and_is_inconclusive_on_synthetic_runs(tmp_path, 
 def test_every_claim_is_well_formed():
     """Every claim: located, quoted (the paper's von Oswald claims), a threshold with its source, construction checks
     apart, three seeds in every empirical claim's full-budget plan and a --quick budget that cannot decide it."""
-    ids = [c.id for c in ALL_CHECKS]
+    ids = [c.id for c in ALL_CHECKS + PENDING_CLAIMS]
     assert len(ids) == len(set(ids))
     assert all(c.kind is not Kind.CONSTRUCTION for c in CLAIMS)
     assert all(c.kind is Kind.CONSTRUCTION for c in CONSTRUCTION_CHECKS)
-    for claim in ALL_CHECKS:
+    for claim in ALL_CHECKS + PENDING_CLAIMS:
         assert claim.statement.endswith(".") and claim.location and claim.measures, claim.id
         assert claim.threshold_source.split(":")[0].split(",")[0] in ("paper", "ours"), claim.id
         if claim.kind is Kind.PAPER and claim.paper.startswith("von Oswald"):
@@ -463,3 +463,19 @@ def test_tables_name_each_claims_own_paper(tmp_path):
                   "von Oswald, §3"):
         assert f"| {label}" in md and f"<td>{label}" in page
     assert "| Irie, abstract" not in md and "von Oswald et al. 2023, §3" not in page
+
+
+def test_every_seed_of_every_plan_sets_only_keys_its_study_has():
+    """A plan's seed S > 0 is scored on test_seed 2023 + S only where its study has that key; a study whose seed
+    draws everything itself says so (``seed_draws_all``), and its seeds get no override (a run would be refused)."""
+    from icl_gd.claims.plan import seed_spec
+    from icl_gd.core.config import apply_overrides
+    from icl_gd.studies import get_study
+
+    plans = {plan.name: plan for claim in ALL_CHECKS for plan in claim.runs if plan.study != VERIFY_STUDY}
+    for plan in plans.values():
+        study = get_study(plan.study)
+        config = study.presets[plan.preset]() if plan.preset != "default" else study.default_config()
+        overrides = [o for o in seed_spec(plan, False, 1).overrides if o.startswith("test_seed=")]
+        apply_overrides(config, overrides)  # ConfigError: the study has no test_seed key
+        assert bool(overrides) == plan.draws_per_seed, plan.name

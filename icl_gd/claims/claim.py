@@ -40,6 +40,9 @@ class RunPlan:
     max_seeds: int | None = None  # None: ``seeds``; more seeds are run while a claim of the plan is unsettled
     # Why every seed is scored on the same test tasks ("": each seed draws its own, ``test_seed`` = 2023 + seed)
     shared_draw: str = ""
+    # Why a seed needs no ``test_seed`` override: the study's seed draws every test task itself (or none is drawn,
+    # the loss being exact). "": the study has a ``test_seed`` key, and seed S > 0 is scored on 2023 + S.
+    seed_draws_all: str = ""
 
     def __post_init__(self) -> None:
         if self.seeds < 1 or self.seed_limit < self.seeds:
@@ -57,7 +60,7 @@ class RunPlan:
     @property
     def draws_per_seed(self) -> bool:
         """Whether each seed is scored on test tasks of its own (an independent replicate of the test draw)."""
-        return not self.shared_draw and self.study != VERIFY_STUDY
+        return not self.shared_draw and not self.seed_draws_all and self.study != VERIFY_STUDY
 
     def run_overrides(self, quick: bool) -> tuple[str, ...]:
         return self.overrides + (self.quick_overrides if quick else ())

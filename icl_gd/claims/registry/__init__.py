@@ -14,6 +14,7 @@ from icl_gd.claims.registry.beyond_asymptotics import BEYOND_ASYMPTOTIC_CLAIMS
 from icl_gd.claims.registry.beyond_foreign import BEYOND_FOREIGN_CLAIMS
 from icl_gd.claims.registry.beyond_online import BEYOND_ONLINE_CLAIMS
 from icl_gd.claims.registry.beyond_plateaus import BEYOND_PLATEAU_CLAIMS
+from icl_gd.claims.registry.beyond_sequence import BEYOND_SEQUENCE_CLAIMS
 from icl_gd.claims.registry.beyond_spotlights import BEYOND_SPOTLIGHT_CLAIMS
 from icl_gd.claims.registry.beyond_theory import BEYOND_THEORY_CLAIMS
 from icl_gd.claims.registry.checks import CONSTRUCTION_CHECKS
@@ -22,7 +23,7 @@ from icl_gd.claims.registry.von_oswald_architectures import ARCHITECTURE_CLAIMS
 from icl_gd.claims.registry.von_oswald_models import DEEPER_CLAIMS
 from icl_gd.claims.registry.von_oswald_one_layer import ONE_LAYER_CLAIMS
 
-__all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "VERIFY_STUDY", "claim_ids"]
+__all__ = ["ALL_CHECKS", "CLAIMS", "CONSTRUCTION_CHECKS", "PENDING_CLAIMS", "VERIFY_STUDY", "claim_ids"]
 
 VON_OSWALD_CLAIMS = ONE_LAYER_CLAIMS + DEEPER_CLAIMS + ARCHITECTURE_CLAIMS
 _DECLARED: tuple[Claim, ...] = (VON_OSWALD_CLAIMS + IRIE_CLAIMS + BEYOND_ALGORITHM_CLAIMS + BEYOND_SPOTLIGHT_CLAIMS
@@ -34,6 +35,11 @@ CLAIMS: tuple[Claim, ...] = tuple(c for c in _DECLARED if not c.is_construction)
 CONSTRUCTION_CHECKS = CONSTRUCTION_CHECKS + tuple(c for c in _DECLARED if c.is_construction)
 
 ALL_CHECKS: tuple[Claim, ...] = CLAIMS + CONSTRUCTION_CHECKS
+
+# Declared with their rules fixed, but their full-budget runs are not yet made: neither judged nor counted (a claim
+# with no run would read "inconclusive" and blur the counts); the tests hold them to every claim's form. One moves
+# into ``_DECLARED`` when its runs are kept in docs/full-run.
+PENDING_CLAIMS: tuple[Claim, ...] = BEYOND_SEQUENCE_CLAIMS
 
 
 def check_sentences(claims: tuple[Claim, ...]) -> None:
@@ -52,7 +58,7 @@ def check_sentences(claims: tuple[Claim, ...]) -> None:
             raise ConfigError(f"claim {claim.id}: variant of unknown claim {claim.variant_of!r}")
 
 
-check_sentences(CLAIMS)
+check_sentences(CLAIMS + PENDING_CLAIMS)
 
 
 def claim_ids() -> list[str]:
