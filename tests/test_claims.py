@@ -472,7 +472,8 @@ def test_every_seed_of_every_plan_sets_only_keys_its_study_has():
     from icl_gd.core.config import apply_overrides
     from icl_gd.studies import get_study
 
-    plans = {plan.name: plan for claim in ALL_CHECKS for plan in claim.runs if plan.study != VERIFY_STUDY}
+    plans = {plan.name: plan for claim in ALL_CHECKS + PENDING_CLAIMS for plan in claim.runs
+             if plan.study != VERIFY_STUDY}
     for plan in plans.values():
         study = get_study(plan.study)
         config = study.presets[plan.preset]() if plan.preset != "default" else study.default_config()

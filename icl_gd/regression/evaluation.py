@@ -65,3 +65,12 @@ def relative_prediction_rms(scored: Scored, reference: Scored) -> float:
     difference = ((scored.prediction.double() - reference.prediction.double()) ** 2).sum(-1).mean()
     size = (reference.prediction.double() ** 2).sum(-1).mean()
     return float((difference / size).sqrt())
+
+
+def predictor_dtype(predictor: Any) -> torch.dtype | None:
+    """The dtype of a module's first floating parameter (its inputs are cast to it); None for a plain callable."""
+    if isinstance(predictor, torch.nn.Module):
+        for param in predictor.parameters():
+            if param.is_floating_point():
+                return param.dtype
+    return None

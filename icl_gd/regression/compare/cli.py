@@ -27,7 +27,12 @@ def compare(
     task: Annotated[str, typer.Option("--task", help="linear (x ~ U(-1/2, 1/2)^d, icl-gd's), linear-normal "
                                       "(x ~ N(0, I), Garg et al.'s) or anisotropic (x ~ N(0, Λ), Λ of --spectrum in "
                                       "a random basis); on Gaussian inputs the closed-form optimum Γ* and the best "
-                                      "scalar GD step join the references.")] = "linear",
+                                      "scalar GD step join the references. sequence: linear dynamical systems "
+                                      "(von Oswald et al. 2023b), d = --d states, --length positions; the model "
+                                      "maps (B, T, d) to next-token predictions (B, T, d) and is scored per "
+                                      "position.")] = "linear",
+    length: Annotated[int, typer.Option("--length", help="sequence: positions T scored per sequence (at least "
+                                        "2).")] = 50,
     spectrum: Annotated[str, typer.Option("--spectrum", help="anisotropic: Λ's eigenvalues, comma-separated, one "
                                           "per input dimension (default Ahn et al.'s 1,1,0.5,0.25,1, d = 5).")] = "",
     covariate_scale: Annotated[float, typer.Option("--covariate-scale", help="Gaussian inputs: test contexts and "
@@ -66,6 +71,10 @@ def compare(
     try:
         set_threads(threads)
         torch_device = resolve_device(device)
+        if task == "sequence":
+            _sequence(model, out, checkpoint, d, length, layout, spectrum, covariate_scale, seed, str(torch_device),
+                      force, progress)
+            return
         shape = {"spectrum": _spectrum(spectrum)} if spectrum else {}
         config = CompareRunConfig(model=model, checkpoint=None if checkpoint is None else str(checkpoint), task=task,
                                   d=d, n=n, layout=layout, seed=seed, compare=CompareConfig(steps=steps),
@@ -83,3 +92,22 @@ def compare(
     steps_text = "" if pd.isna(closest["steps"]) else f" ({int(closest['steps'])} steps)"
     typer.echo(f"compare: wrote {out}  (loss={frame.attrs['loss']:.4g}, closest: {closest['reference']}"
                f"{steps_text}, pred_diff={closest['pred_diff']:.3g})")
+
+
+def _sequence(model: str, out: Path, checkpoint: Optional[Path], d: int, length: int, layout: str, spectrum: str,
+              covariate_scale: float, seed: int, device: str, force: bool, progress: bool) -> None:
+    """``--task sequence``: the causal model per position against the sequence referees; prints the summary."""
+    from icl_gd.core.errors import ConfigError
+    from icl_gd.regression.compare.command import SequenceRunConfig, run_sequence_comparison
+    from icl_gd.regression.sequence.comparison import summary
+
+    for flag, given in (("--layout", layout), ("--spectrum", spectrum), ("--covariate-scale", covariate_scale != 1)):
+        if given:
+            raise ConfigError(f"{flag} does not apply to --task sequence (the model maps inputs (B, T, d) to "
+                              "next-token predictions (B, T, d))")
+    config = SequenceRunConfig(model=model, checkpoint=None if checkpoint is None else str(checkpoint), d=d,
+                               length=length, seed=seed)
+    metrics = summary(run_sequence_comparison(config, out, device, force, progress))
+    losses = ", ".join(f"{name}={value:.4g}" for name, value in metrics["loss_reference"].items())
+    typer.echo(f"compare: wrote {out}  (loss={metrics['loss']:.4g}, mean over {length} positions; {losses}; "
+               f"closest: {metrics['closest_reference']}, pred_diff={metrics['closest_pred_diff']:.3g})")

@@ -9,6 +9,10 @@ layout is ``--layout``, else the predictor's ``layout`` attribute, else ``argume
 ``metrics.json`` (last), each atomically, and only once the comparison has finished with finite results: a model
 that fails, or whose output is constant, NaN, inf or not floating point, is a one-line ``ConfigError`` and leaves
 nothing in ``--out``; so does a failure while the results are written (what was written is removed).
+
+``--task sequence`` (``run_sequence_comparison``) scores a causal next-token model per position on linear
+dynamical systems instead (``icl_gd.regression.sequence.comparison``) and writes ``positions.csv`` in place of the
+table and figure.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 import torch
@@ -34,6 +38,7 @@ from icl_gd.core.results import FINISHED_MARKER, prepare_run_dir
 from icl_gd.core.study import RunContext, Study, StudyRun, write_resolved_config
 from icl_gd.regression.compare.comparison import (CALLS, CompareConfig, closed_form_references, comparison_figure,
                                                   compare as compare_predictor)
+from icl_gd.regression.sequence.comparison import SequenceRunConfig, compare_sequence, summary
 from icl_gd.regression.tasks import LinearRegressionTask, NormalInputs, UniformInputs
 from icl_gd.regression.theory.one_layer import AHN_SPECTRUM, rotated_covariance
 
@@ -69,7 +74,7 @@ class CompareRunConfig:
     def __post_init__(self) -> None:
         check_settings(self)
         if self.task not in TASKS:
-            raise ConfigError(f"--task {self.task!r} is not one of {', '.join(TASKS)}")
+            raise ConfigError(f"--task {self.task!r} is not one of {', '.join(TASKS)}, sequence")
         if not (isinstance(self.covariate_scale, (int, float)) and self.covariate_scale > 0):
             raise ConfigError(f"--covariate-scale must be positive, got {self.covariate_scale!r}")
         if self.covariate_scale != 1 and self.task == "linear":
@@ -205,10 +210,34 @@ def run_comparison(config: CompareRunConfig, out: Path, device: str = "cpu", for
     return frame
 
 
-def _write_run(config: CompareRunConfig, out: Path, device: torch.device, force: bool, figures: bool, progress: bool,
-               frame: pd.DataFrame, metrics: dict[str, Any]) -> None:
-    """Write the finished comparison into ``out`` (module docstring); if any write fails, remove what this call
-    wrote (the folder too, when it made it), so that no partial comparison is left looking like a result."""
+def run_sequence_comparison(config: SequenceRunConfig, out: Path, device: str = "cpu", force: bool = False,
+                            progress: bool = True) -> pd.DataFrame:
+    """``--task sequence``: load the causal model (called with d = d_s and n = T if it takes them), score it at every
+    position against the sequence referees (``icl_gd.regression.sequence.comparison``) and write ``config.json``,
+    ``positions.csv`` and ``metrics.json`` (last) into ``out``, each atomically; returns the per-position frame."""
+    task = config.build_task()
+    predictor = load_predictor(config.model, Path(config.checkpoint) if config.checkpoint else None, config.d,
+                               config.length, config.d)
+    _check_out(out, force)
+    torch_device = torch.device(device)
+    if isinstance(predictor, torch.nn.Module):
+        predictor = predictor.to(torch_device)
+    try:
+        with phases_shown(progress):
+            frame = compare_sequence(predictor, task, config.n_test, config.n_tune, config.seed, torch_device)
+    except ConfigError as error:  # what the model did wrong, with the model's name
+        raise ConfigError(f"--model {config.model}: {error}") from error
+    _write_run(config, Path(out), torch_device, force, False, progress, frame, summary(frame), table="positions",
+               figure=None)
+    return frame
+
+
+def _write_run(config: Any, out: Path, device: torch.device, force: bool, figures: bool, progress: bool,
+               frame: pd.DataFrame, metrics: dict[str, Any], table: str = "comparison",
+               figure: Callable[[pd.DataFrame], Any] | None = comparison_figure) -> None:
+    """Write the finished comparison into ``out`` (module docstring): ``frame`` as ``{table}.csv``, ``figure(frame)``
+    (None: no figure); if any write fails, remove what this call wrote (the folder too, when it made it), so that
+    no partial comparison is left looking like a result."""
     made = not out.exists()
     before = set(out.rglob("*")) if not made else set()
     try:
@@ -217,9 +246,9 @@ def _write_run(config: CompareRunConfig, out: Path, device: torch.device, force:
                       lambda c, x: {})
         write_resolved_config(ctx, study, config)
         run = StudyRun(ctx, [config.seed])
-        run.add_rows("comparison", frame.astype(object).where(frame.notna(), None).to_dict("records"))
+        run.add_rows(table, frame.astype(object).where(frame.notna(), None).to_dict("records"))
         run.record(config.seed, metrics)
-        run.finish(lambda mean: [("comparison", comparison_figure(frame))])
+        run.finish(None if figure is None else lambda mean: [(table, figure(frame))])
     except BaseException:
         if made:
             shutil.rmtree(out, ignore_errors=True)

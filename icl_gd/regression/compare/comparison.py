@@ -47,7 +47,7 @@ from icl_gd.regression.algorithms import (NewtonPredictor, PreconditionedGDPredi
                                           match_layers, probe_set, run_algorithms, tune_preconditioner)
 from icl_gd.regression.baselines import (GDPPPredictor, GDPredictor, LeastSquaresPredictor, RidgePredictor,
                                         tune_ridge)
-from icl_gd.regression.evaluation import EvalSet, Scored, score
+from icl_gd.regression.evaluation import EvalSet, Scored, predictor_dtype, score
 from icl_gd.regression.metrics import predictions_and_sensitivities_of
 from icl_gd.regression.separate.tokens import InterleavedLayout
 from icl_gd.regression.tasks import LinearRegressionTask, RegressionBatch, Stream
@@ -122,15 +122,6 @@ def resolve_call(layout: str | Any, task: LinearRegressionTask) -> ArgumentsCall
 
 
 # ---------------------------------------------------------------------------------------------------- the wrapper
-def _model_dtype(predictor: Any) -> torch.dtype | None:
-    """The dtype of a module's first floating parameter (its inputs are cast to it); None for a plain callable."""
-    if isinstance(predictor, nn.Module):
-        for param in predictor.parameters():
-            if param.is_floating_point():
-                return param.dtype
-    return None
-
-
 class ForeignPredictor(nn.Module):
     """Any predictor as icl-gd's one call: concatenated tokens (B, N+1, d + d_y) in, ŷ (B, d_y) out in the
     tokens' dtype; the predictor sees its own ``call``'s inputs in its own dtype. ``layer_predictions`` (tokens
@@ -145,7 +136,7 @@ class ForeignPredictor(nn.Module):
         self.layers = layers if layers is not None else getattr(predictor, "layer_predictions", None)
         self.concat = ConcatLayout(call.layout.d_x if isinstance(call, TokenCall) else call.d_x,
                                    call.layout.d_y if isinstance(call, TokenCall) else call.d_y)
-        self.dtype = _model_dtype(predictor)
+        self.dtype = predictor_dtype(predictor)
 
     def _inputs(self, tokens: torch.Tensor) -> tuple[torch.Tensor, ...]:
         parts = self.concat.split(tokens)
