@@ -88,11 +88,13 @@ def test_verify_passes_and_prints_errors():
     lines = [line for line in out.strip().splitlines() if not line.startswith("     ")]
     details = [line.strip() for line in out.strip().splitlines() if line.startswith("     ")]
     # the statistical checks print the population one-step GD optimum beside its Monte Carlo estimate, both laws,
-    # and the one-layer theory's four Monte Carlo checks their closed forms beside theirs (docs/theory.md)
+    # the one-layer theory's four Monte Carlo checks their closed forms beside theirs (docs/theory.md), the five
+    # plateau levels L_0..L_4 theirs (docs/theory-plateaus.md) and the finite-task layer's exact error its own
+    # (docs/theory-asymptotics.md)
     population = [d for d in details if d.split(":")[0].endswith(" inputs")]
     assert [d.split(":")[0] for d in population] == ["uniform inputs", "gaussian inputs"], details
     assert all("Monte Carlo" in d for d in population)
-    assert sum("Monte Carlo" in d for d in details) == 6, details
+    assert sum("Monte Carlo" in d for d in details) == 12, details
     n = len(lines) - 1
     assert lines[0].startswith(f"ok   [ 1/{n}]") and lines[-2].startswith(f"ok   [{n}/{n}]")  # numbered as they run
     assert re.fullmatch(rf"verify: {n} of {n} identities hold in float64 \(largest error .* of its tolerance\) "

@@ -21,7 +21,10 @@ from icl_gd.claims.registry.beyond_algorithms import (AHN, FU, WHICH_ALGORITHM, 
                                                       WHICH_ALGORITHM_SEPARATE)
 from icl_gd.claims.registry.beyond_foreign import AKYUREK, FOREIGN, GARG
 from icl_gd.claims.registry.beyond_online import ONLINE_LAYERS
+from icl_gd.claims.registry.beyond_asymptotics import FINITE_TASKS
+from icl_gd.claims.registry.beyond_plateaus import PLATEAUS
 from icl_gd.claims.registry.beyond_spotlights import SPOTLIGHTS
+from icl_gd.claims.registry.beyond_theory import PRECONDITIONER
 from icl_gd.core.study import StudyRegistry, resolve_study_config
 
 Steps = tuple[int, ...]  # the optimiser steps of each phase of one model's training (one phase, but continual's two)
@@ -115,6 +118,12 @@ LENGTHS: tuple[PlanLength, ...] = (
                           "states it"),
     PlanLength(ONLINE_LAYERS, "", (), why_none="beyond the papers: neither source trains these layers on in-context "
                                                "regression; no figure of theirs to compare"),
+    PlanLength(PRECONDITIONER, "", (), why_none="beyond the papers: ours, on Ahn et al.'s anisotropic law; no figure "
+                                                "of theirs is reproduced"),
+    PlanLength(PLATEAUS, "", (), why_none="beyond the papers: gradient descent until both layers rest at the last "
+                                          "level L_d; the authors' figure is read for its levels, not its length"),
+    PlanLength(FINITE_TASKS, "", (), why_none="the layer is solved in closed form (least squares), where gradient "
+                                              "descent from zero ends: no training steps"),
 )
 
 
@@ -139,6 +148,10 @@ def plan_steps(plan: RunPlan, registry: StudyRegistry) -> dict[str, Steps]:
 
         n_train = len(load_dataset(config.dataset).first_train(config.train_examples).train_y)
         return {"": (config.training.phase_step_count("single", n_train),)}
+    if plan.study == "plateaus":  # full-batch gradient descent, both layers the same number of steps
+        return {"": (config.steps,)}
+    if plan.study == "finite-tasks":  # solved in closed form: no steps
+        return {}
     raise ValueError(f"plan {plan.name}: no rule for the training length of study {plan.study!r}")
 
 
