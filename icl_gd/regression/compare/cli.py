@@ -61,7 +61,7 @@ def compare(
 
     from icl_gd.core.errors import ConfigError, ICLGDError, RunDirectoryError
     from icl_gd.core.resources import resolve_device, set_threads
-    from icl_gd.regression.compare.command import CompareRunConfig, run_comparison
+    from icl_gd.regression.compare.command import SEQUENCE_TASK, CompareRunConfig, run_comparison
     from icl_gd.regression.compare.comparison import CompareConfig
 
     def fail(message: str, code: int) -> None:
@@ -71,7 +71,7 @@ def compare(
     try:
         set_threads(threads)
         torch_device = resolve_device(device)
-        if task == "sequence":
+        if task == SEQUENCE_TASK:
             _sequence(model, out, checkpoint, d, length, layout, spectrum, covariate_scale, seed, str(torch_device),
                       force, progress)
             return

@@ -45,6 +45,7 @@ from icl_gd.regression.theory.one_layer import AHN_SPECTRUM, rotated_covariance
 # icl-gd's x ~ U(-1/2, 1/2)^d; Garg et al.'s N(0, I); N(0, cΛ) with Λ of a given spectrum in a random basis (the
 # theory's law, docs/theory.md), whose closed-form optimum Γ* and best scalar step join the references
 TASKS = ("linear", "linear-normal", "anisotropic")
+SEQUENCE_TASK = "sequence"  # linear dynamical systems, scored per position (``run_sequence_comparison``)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class CompareRunConfig:
     def __post_init__(self) -> None:
         check_settings(self)
         if self.task not in TASKS:
-            raise ConfigError(f"--task {self.task!r} is not one of {', '.join(TASKS)}, sequence")
+            raise ConfigError(f"--task {self.task!r} is not one of {', '.join((*TASKS, SEQUENCE_TASK))}")
         if not (isinstance(self.covariate_scale, (int, float)) and self.covariate_scale > 0):
             raise ConfigError(f"--covariate-scale must be positive, got {self.covariate_scale!r}")
         if self.covariate_scale != 1 and self.task == "linear":
