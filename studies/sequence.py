@@ -12,9 +12,10 @@ mean for Gaussian W, an approximation for the orthogonal W here) and the zero pr
 the (η, W0) of the GD step closest to it is read off (``fit_gd`` on its predictions) and compared with the tuned
 referee's, and the loss is traced along the line from its (gauge-fixed) weights to the construction's. The
 authors' stored per-position losses (their least squares and their two-layer model, on their task) stand beside
-our least squares on their task.
+our least squares on their task. Every model's and referee's order sensitivity at the last position
+(``icl_gd.regression.sequence.order``: the pairs it has read in random orders) is measured beside online GD's.
 
-Writes ``position_loss.csv`` (model, position, loss per seed), ``interpolation.csv``, ``curves.csv``,
+Writes ``position_loss.csv`` (model, position, loss per seed), ``order.csv``, ``interpolation.csv``, ``curves.csv``,
 ``metrics.json`` and ``figures/position_loss.png``.
 """
 
@@ -37,6 +38,7 @@ from icl_gd.regression.lsa import LSAWeights
 from icl_gd.regression.sequence.authors import authors_losses
 from icl_gd.regression.sequence.layers import causal_linear_attention, read_prediction, sequence_tokens
 from icl_gd.regression.sequence.models import CausalLSAStack, CausalMesaModel, SoftmaxTransformer
+from icl_gd.regression.sequence.order import order_sensitivity
 from icl_gd.regression.sequence.probes import TARGETS, fit_probes, probe_r2, probe_targets
 from icl_gd.regression.sequence.referees import (RidgeReferee, bayes_ridge, fit_gd, predict_with, tune_gd,
                                                  tune_online_gd)
@@ -47,6 +49,7 @@ from icl_gd.regression.tasks import Stream
 PROBED = {"next_token": "next token s_{t+1}", "preconditioned": "preconditioned input (G_t + λI)⁻¹ s_t"}
 MIXING = (0.0, 0.25, 0.5, 0.75, 1.0)  # α: 0 the trained layer (gauge-fixed), 1 the construction
 AUTHORS_LAMBDA = 1e-3  # their least-squares referee's λ (run_sandbox.ipynb)
+ORDER_REFEREES = ("ridge", "gd", "online_gd")  # a batch fit's order sensitivity (round-off) beside an online one's
 LABELS = {"ridge": "ridge λ = 0.001 (mesa, closed form)", "least_squares": "least squares",
           "bayes": "ridge λ = σ²/Var(W_ij) (Bayes for Gaussian W)", "gd": "1 GD step from learned W0 (tuned)",
           "gd_k": "K GD steps (tuned)", "online_gd": "online GD (tuned)",
@@ -100,6 +103,7 @@ class SequenceConfig:
     probe_lambda: float = setting(1e-3, "λ of the probes' preconditioned input (G_t + λI)⁻¹ s_t (the authors' "
                                         "least-squares λ)", check=require_positive)
     n_authors: int = positive_int(1280, "sequences of the authors' task on which our least squares is scored")
+    order_permutations: int = positive_int(4, "random orders of each test sequence's pairs (order sensitivity)")
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -181,6 +185,8 @@ def run(config: SequenceConfig, ctx: RunContext) -> dict[str, Any]:
         "gd_k": tune_gd(task, ev.test_seed, ev.n_tune, steps=config.gd_steps, learn_W0=True),
         "online_gd": tune_online_gd(task, ev.test_seed, ev.n_tune), "zero": torch.zeros_like}
     positions = {name: per_position_loss(referee, test) for name, referee in referees.items()}
+    ordered = {name: order_sensitivity(referees[name].from_pairs, test.inputs, config.order_permutations,
+                                       ev.test_seed) for name in ORDER_REFEREES}
     gd = referees["gd"]
     shared: dict[str, Any] = {names.loss(name): float(p.mean()) for name, p in positions.items()}
     shared.update({names.eta("gd"): gd.eta, names.eta("gd_k"): referees["gd_k"].eta,
@@ -188,6 +194,7 @@ def run(config: SequenceConfig, ctx: RunContext) -> dict[str, Any]:
                    names.sequence_W0_norm("gd"): float(gd.W0.norm())})
     shared.update({key: value for name, p in positions.items() for key, value in part_losses(name, p).items()})
     shared.update(authors_comparison(config.n_authors, ev.test_seed))
+    shared.update({names.order_sensitivity(name): value for name, value in ordered.items()})
 
     train_config = config.train_config()
     probe_batch = task.sample(config.n_probe, ev.test_seed, 1, Stream.TUNE, dtype=torch.float64)
@@ -196,6 +203,8 @@ def run(config: SequenceConfig, ctx: RunContext) -> dict[str, Any]:
         study.add_rows("position_loss", [{"model": name, "kind": "referee", "position": t + 1, "loss": v}
                                          for name, p in positions.items() for t, v in enumerate(_positions(p))],
                        seed=seed)
+        study.add_rows("order", [{"model": name, "kind": "referee", "order_sensitivity": v}
+                                 for name, v in ordered.items()], seed=seed)
         for name, model in trained_models(config, seed).items():
             model = model.to(ctx.device)
 
@@ -218,6 +227,10 @@ def run(config: SequenceConfig, ctx: RunContext) -> dict[str, Any]:
                                 **part_losses(name, losses)})
             study.add_rows("position_loss", [{"model": name, "kind": "trained", "position": t + 1, "loss": v}
                                              for t, v in enumerate(_positions(losses))], seed=seed)
+            sensitivity = order_sensitivity(model.from_pairs, test.inputs, config.order_permutations, ev.test_seed)
+            study.record(seed, {names.order_sensitivity(name): sensitivity})
+            study.add_rows("order", [{"model": name, "kind": "trained", "order_sensitivity": sensitivity}],
+                           seed=seed)
             if name == "mesa":
                 study.record(seed, {"lambda_mesa": float(model.lam)})
             if name == "lsa1":
@@ -225,7 +238,8 @@ def run(config: SequenceConfig, ctx: RunContext) -> dict[str, Any]:
             if isinstance(model, CausalLSAStack):
                 study.record(seed, probe_metrics(study, name, model, probe_batch, test, config.probe_lambda, seed))
     return study.finish(lambda mean: [("position_loss", position_figure(study.tables["position_loss"])),
-                                      ("probes", probe_figure(study.tables["probes"]))])
+                                      ("probes", probe_figure(study.tables["probes"])),
+                                      ("order", order_figure(study.tables["order"]))])
 
 
 def probe_metrics(study: StudyRun, name: str, model: CausalLSAStack, fit: Any, test: Any, lam: float, seed: int
@@ -314,6 +328,25 @@ def position_figure(rows: list[dict[str, Any]]):
     return fig
 
 
+def order_figure(rows: list[dict[str, Any]]):
+    """Each model's and referee's order sensitivity at the last position (mean over seeds), on a log scale: a batch
+    fit's is round-off."""
+    import pandas as pd
+
+    from icl_gd.core.plotting import plt
+
+    table = pd.DataFrame(rows).groupby(["model", "kind"], sort=False)["order_sensitivity"].mean()
+    fig, ax = plt.subplots(figsize=(7.2, 3.4))
+    colors = ["C0" if kind == "trained" else "C7" for _, kind in table.index]
+    ax.bar(range(len(table)), table.clip(lower=1e-17).values, color=colors)
+    ax.set_xticks(range(len(table)), [LABELS.get(m, m) if k == "referee" else m for m, k in table.index],
+                  rotation=30, ha="right", fontsize=7)
+    ax.set(yscale="log", ylabel="mean |ŝ(pairs permuted) - ŝ| / mean |ŝ|",
+           title="order sensitivity at the last position (trained blue, referees grey)")
+    fig.tight_layout()
+    return fig
+
+
 def probe_figure(rows: list[dict[str, Any]]):
     """R² of the probes against position, one line per layer of the deepest stack, one panel per target."""
     import pandas as pd
@@ -342,5 +375,5 @@ STUDY = Study(
     resolved_training=SequenceConfig.train_config,
     headline=("loss_lsa1", "loss_gd", "loss_lsa2", "loss_mesa", "loss_ridge", "loss_softmax", "eta_lsa1", "eta_gd"),
     tiny=("steps=6", "batch_size=16", "n_test=32", "n_tune=32", "eval_every=3", "length=6", "d_s=3", "n_authors=32",
-          "softmax_width=8", "n_probe=32"),
+          "softmax_width=8", "n_probe=32", "order_permutations=2"),
 )

@@ -481,7 +481,7 @@ def test_the_interpolation_is_flat_between_a_layer_and_its_gauge_twin():
 
 
 TINY = ("steps=6", "batch_size=16", "n_test=32", "n_tune=32", "eval_every=3", "length=6", "d_s=3", "n_authors=32",
-        "softmax_width=8", "n_probe=32")
+        "softmax_width=8", "n_probe=32", "order_permutations=2")
 
 
 def test_the_study_runs_at_a_tiny_budget_and_writes_what_its_claims_read(tmp_path):
@@ -508,6 +508,11 @@ def test_the_study_runs_at_a_tiny_budget_and_writes_what_its_claims_read(tmp_pat
     probes = (tmp_path / "probes.csv").read_text().splitlines()
     assert len(probes) == 1 + (2 + 3) * 2 * 6  # lsa1 (2 streams) and lsa2 (3), two targets, 6 positions
     assert (tmp_path / "figures" / "probes.png").exists()
+    order = {(r.split(",")[1]) for r in (tmp_path / "order.csv").read_text().splitlines()[1:]}
+    assert order == {"ridge", "gd", "online_gd", "lsa1", "lsa2", "mesa", "softmax"}
+    assert mean["order_sensitivity_ridge"] < 1e-12 < mean["order_sensitivity_online_gd"]
+    assert mean["order_sensitivity_lsa1"] < 1e-12 < mean["order_sensitivity_lsa2"]
+    assert (tmp_path / "figures" / "order.png").exists()
 
 
 def test_the_preconditioned_input_is_numpys_per_position():

@@ -25,14 +25,29 @@ from icl_gd.regression.lsa import LSAWeights
 from icl_gd.regression.online.mesa import MesaWeights, mesa_fast_weights
 
 
+def previous_states(inputs: torch.Tensor) -> torch.Tensor:
+    """(B, T, d) s_{t-1} at every position t of inputs (B, T, d), s_0 = 0."""
+    if inputs.ndim != 3:
+        raise ConfigError(f"sequences are inputs (B, T, d), got {tuple(inputs.shape)}")
+    return nn.functional.pad(inputs[:, :-1], (0, 0, 1, 0))
+
+
+def pair_tokens(current: torch.Tensor, previous: torch.Tensor, initial: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, T, 3d) tokens e_t = (p_t, current_t, previous_t) from the pairs (B, T, d) each: the tokens of a sequence
+    (``sequence_tokens``) or of its pairs in another order (``icl_gd.regression.sequence.order``)."""
+    if current.ndim != 3 or previous.shape != current.shape:
+        raise ConfigError(f"pairs are two tensors (B, T, d) of one shape, got {tuple(current.shape)} and "
+                          f"{tuple(previous.shape)}")
+    first = torch.zeros_like(current) if initial is None else initial.to(current)
+    return torch.cat([first, current, previous.to(current)], dim=-1)
+
+
 def sequence_tokens(inputs: torch.Tensor, initial: torch.Tensor | None = None) -> torch.Tensor:
     """(B, T, 3d) tokens e_t = (p_t, s_t, s_{t-1}) from inputs (B, T, d): s_0 = 0 and p_t = ``initial`` (B, T, d),
     zero when None."""
     if inputs.ndim != 3:
         raise ConfigError(f"sequence tokens are built from inputs (B, T, d), got {tuple(inputs.shape)}")
-    previous = nn.functional.pad(inputs[:, :-1], (0, 0, 1, 0))
-    first = torch.zeros_like(inputs) if initial is None else initial.to(inputs)
-    return torch.cat([first, inputs, previous], dim=-1)
+    return pair_tokens(inputs, previous_states(inputs), initial)
 
 
 def read_prediction(tokens: torch.Tensor, d: int) -> torch.Tensor:

@@ -8,6 +8,10 @@
 - ``SoftmaxTransformer``: a small causal softmax Transformer (pre-LayerNorm blocks with an MLP) on a linear
   embedding of (s_t, s_{t-1}), read out linearly.
 
+Each model also reads a sequence as its pairs, ``from_pairs(current, previous)`` with (s_t, s_{t-1}) at position t
+(``forward(inputs)`` is ``from_pairs(inputs, s_{t-1})``): the pairs in another order measure its order sensitivity
+(``icl_gd.regression.sequence.order``).
+
 Initial weights are N(0, init_scale² / D) from ``seed`` (the authors draw N(0, 0.0002²); ours are larger so that
 the default budget trains). Shapes: B sequences, T positions, d the sequence's width, D = 3d the token's.
 """
@@ -22,8 +26,8 @@ from torch import nn
 from icl_gd.core.config import require_positive, require_positive_int
 from icl_gd.regression.lsa import LSAWeights
 from icl_gd.regression.online.mesa import MesaWeights
-from icl_gd.regression.sequence.layers import (causal_linear_attention, causal_mask, causal_mesa, read_prediction,
-                                               sequence_tokens)
+from icl_gd.regression.sequence.layers import (causal_linear_attention, causal_mask, causal_mesa, pair_tokens,
+                                               previous_states, read_prediction)
 
 
 def _normal(gen: torch.Generator, *shape: int, std: float) -> nn.Parameter:
@@ -55,19 +59,25 @@ class CausalLSAStack(nn.Module):
         """Layer ``index``'s weights (differentiable)."""
         return LSAWeights(self.W_Q[index], self.W_K[index], self.W_V[index], self.P[index])
 
-    def tokens(self, inputs: torch.Tensor) -> torch.Tensor:
-        """(B, T, 3d) the input tokens, p_t = A s_t."""
-        return sequence_tokens(inputs, None if self.A is None else inputs @ self.A.to(inputs).T)
+    def tokens(self, inputs: torch.Tensor, previous: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, 3d) the input tokens (p_t, s_t, s_{t-1}), p_t = A s_t; ``previous`` (B, T, d) the s_{t-1} of each
+        position (None: those of the sequence ``inputs``)."""
+        previous = previous_states(inputs) if previous is None else previous
+        return pair_tokens(inputs, previous, None if self.A is None else inputs @ self.A.to(inputs).T)
 
-    def residual_stream(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+    def residual_stream(self, inputs: torch.Tensor, previous: torch.Tensor | None = None) -> list[torch.Tensor]:
         """[tokens, after layer 1, ..., after layer L], each (B, T, 3d)."""
-        streams = [self.tokens(inputs)]
+        streams = [self.tokens(inputs, previous)]
         for index in range(self.n_layers):
             streams.append(causal_linear_attention(self.layer(index), streams[-1]))
         return streams
 
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs (s_t, s_{t-1}) at each position (module docstring)."""
+        return read_prediction(self.residual_stream(current, previous)[-1], self.d)
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return read_prediction(self.residual_stream(inputs)[-1], self.d)
+        return self.from_pairs(inputs, previous_states(inputs))
 
 
 class CausalMesaModel(nn.Module):
@@ -91,9 +101,13 @@ class CausalMesaModel(nn.Module):
         return self.log_lam.exp()
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        return self.from_pairs(inputs, previous_states(inputs))
+
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs (s_t, s_{t-1}) at each position (module docstring)."""
         import warnings
 
-        tokens = sequence_tokens(inputs, inputs @ self.A.to(inputs).T)
+        tokens = pair_tokens(current, previous, current @ self.A.to(current).T)
         with warnings.catch_warnings():  # MesaWeights checks λ > 0 as a number; here λ is in the autograd graph
             warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
             weights = MesaWeights(self.W_Q, self.W_K, self.W_V, self.lam)
@@ -118,7 +132,10 @@ class SoftmaxTransformer(nn.Module):
             self.readout = nn.Linear(width, d)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        previous = nn.functional.pad(inputs[:, :-1], (0, 0, 1, 0))
-        x = self.embed(torch.cat([inputs, previous], dim=-1))
-        mask = ~causal_mask(inputs.shape[1], inputs.device)  # True: not attended
+        return self.from_pairs(inputs, previous_states(inputs))
+
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs (s_t, s_{t-1}) at each position (module docstring)."""
+        x = self.embed(torch.cat([current, previous.to(current)], dim=-1))
+        mask = ~causal_mask(current.shape[1], current.device)  # True: not attended
         return self.readout(self.blocks(x, mask=mask, is_causal=True))

@@ -21,6 +21,11 @@ yet and predicts W0 φ_1 (ridge, least squares and online GD: W0 = 0; GD: its gi
   W (``GaussianTransitions``); for the authors' orthogonal W no posterior mean is closed, and this is the stated
   approximation (a Gaussian prior of the same entry variance).
 
+Each referee of history 1 also reads a sequence as its pairs, ``from_pairs(current, previous)`` with (s_t, s_{t-1})
+at position t (s_0 = 0): position t fits the pairs of positions 1..t (position 1's (0, s_1) adds nothing to any of
+these fits) and predicts W_t current_t, which on a sequence's own pairs is ``forward``; the pairs in another order
+measure its order sensitivity (``icl_gd.regression.sequence.order``).
+
 Float64 inside; predictions in the inputs' dtype. The tuners fit on TUNE-stream sequences and minimise the mean of
 the per-position losses (the authors' training loss).
 """
@@ -64,6 +69,16 @@ def pair_moments(inputs: torch.Tensor, history: int = 1) -> tuple[torch.Tensor, 
     return phi, G, M
 
 
+def _require_pairs(current: torch.Tensor, previous: torch.Tensor, history: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pairs in float64, checked: two (B, T, d) tensors of one shape, for a referee of history 1."""
+    if history != 1:
+        raise ConfigError(f"a referee reads pairs (s_t, s_(t-1)) only with history 1, got history {history}")
+    if current.ndim != 3 or previous.shape != current.shape:
+        raise ConfigError(f"pairs are two tensors (B, T, d) of one shape, got {tuple(current.shape)} and "
+                          f"{tuple(previous.shape)}")
+    return current.to(F64), previous.to(F64)
+
+
 def predict_with(weights: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
     """(B, T, d) W_t φ_t from weights (T, B, d, k), W_t fitted on the pairs i < t, and features φ (B, T, k)."""
     return torch.einsum("tbij,btj->bti", weights, phi)
@@ -95,6 +110,16 @@ class RidgeReferee(nn.Module):
         _require_inputs(inputs)
         phi = lagged_features(inputs.to(F64), self.history)
         return predict_with(self.weights(inputs), phi).to(inputs.dtype)
+
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs (module docstring)."""
+        y, x = _require_pairs(current, previous, self.history)
+        if self.lam > 0:
+            weights = ridge_weights_per_prefix(x, y, self.lam)[1:]
+        else:
+            weights = torch.stack([(torch.linalg.pinv(x[:, :n]) @ y[:, :n]).transpose(1, 2)
+                                   for n in range(1, x.shape[1] + 1)])
+        return predict_with(weights, y).to(current.dtype)
 
 
 def gd_predictions(phi: torch.Tensor, G: torch.Tensor, M: torch.Tensor, eta: float | torch.Tensor,
@@ -131,6 +156,15 @@ class GDReferee(nn.Module):
         out = free if self.W0 is None else free + carried @ self.W0.to(phi.device).T
         return out.to(inputs.dtype)
 
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs (module docstring)."""
+        y, x = _require_pairs(current, previous, self.history)
+        G = torch.cumsum(x[..., :, None] * x[..., None, :], dim=1)
+        M = torch.cumsum(y[..., :, None] * x[..., None, :], dim=1)
+        free, carried = gd_predictions(y, G, M, self.eta, self.W0, self.steps)
+        out = free if self.W0 is None else free + carried @ self.W0.to(y.device).T
+        return out.to(current.dtype)
+
 
 class OnlineGDReferee(nn.Module):
     """The delta rule: one pass of online GD with step η over the pairs in order, from W = 0 (module docstring)."""
@@ -146,6 +180,11 @@ class OnlineGDReferee(nn.Module):
         phi = lagged_features(inputs.to(F64), self.history)
         weights = online_gd_weights_per_token(phi[:, :-1], inputs.to(F64)[:, 1:], self.eta)  # (T, B, d, k)
         return predict_with(weights, phi).to(inputs.dtype)
+
+    def from_pairs(self, current: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) predictions from the pairs, read in their order (module docstring)."""
+        y, x = _require_pairs(current, previous, self.history)
+        return predict_with(online_gd_weights_per_token(x, y, self.eta)[1:], y).to(current.dtype)
 
 
 def bayes_ridge(task: LinearDynamicsTask) -> RidgeReferee:
