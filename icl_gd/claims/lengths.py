@@ -20,9 +20,10 @@ from icl_gd.claims.registry import plans as p
 from icl_gd.claims.registry.beyond_algorithms import (AHN, FU, WHICH_ALGORITHM, WHICH_ALGORITHM_ILL,
                                                       WHICH_ALGORITHM_SEPARATE)
 from icl_gd.claims.registry.beyond_foreign import AKYUREK, FOREIGN, GARG
-from icl_gd.claims.registry.beyond_online import ONLINE_LAYERS
+from icl_gd.claims.registry.beyond_online import MESA_PAPER, ONLINE_LAYERS
 from icl_gd.claims.registry.beyond_asymptotics import FINITE_TASKS
 from icl_gd.claims.registry.beyond_plateaus import PLATEAUS
+from icl_gd.claims.registry.beyond_sequence import SEQUENCE
 from icl_gd.claims.registry.beyond_spotlights import SPOTLIGHTS
 from icl_gd.claims.registry.beyond_theory import PRECONDITIONER
 from icl_gd.core.study import StudyRegistry, resolve_study_config
@@ -122,6 +123,14 @@ LENGTHS: tuple[PlanLength, ...] = (
                                                 "of theirs is reproduced"),
     PlanLength(PLATEAUS, "", (), why_none="beyond the papers: gradient descent until both layers rest at the last "
                                           "level L_d; the authors' figure is read for its levels, not its length"),
+    PlanLength(SEQUENCE, "von Oswald 2023b: their stored two-layer model (run_sandbox.ipynb); §3's trained models", (
+        FigureLength(MESA_PAPER, {"": (2500,)}, "their run_sandbox.ipynb: 25 × 100 steps of 256 sequences (the model "
+                                                "behind their stored losses)"),
+        FigureLength(MESA_PAPER, {"": (20_000,)}, "their configs/config.py: the learning-rate schedule's decay "
+                                                  "steps (the paper's figures' own lengths are not stored)")),
+               beyond_why="beyond the papers: 4000 steps on a CPU (a seed costs 45 CPU minutes with five models), "
+                          "longer than their stored model's 2500, shorter than their schedule's 20 000; its claims' "
+                          "set-up states it"),
     PlanLength(FINITE_TASKS, "", (), why_none="the layer is solved in closed form (least squares), where gradient "
                                               "descent from zero ends: no training steps"),
 )
