@@ -23,6 +23,8 @@ import torch
 
 from icl_gd.core.config import require_positive_int
 from icl_gd.core.errors import ConfigError
+from icl_gd.regression.online.order import order_sensitivity as online_order_sensitivity
+from icl_gd.regression.online.order import permuted_contexts
 from icl_gd.regression.sequence.layers import previous_states
 
 PairPredictor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (current, previous) (B, T, d) -> (B, T, d)
@@ -31,27 +33,29 @@ PairPredictor = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (current
 def permuted_pairs(current: torch.Tensor, previous: torch.Tensor, generator: torch.Generator
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The pairs (B, T, d) each with positions 1..T-1 of each sequence in a random order of its own (drawn from
-    ``generator``, on the CPU), position T kept last; a pair's two states move together."""
-    B, T, d = current.shape
-    order = torch.argsort(torch.rand(B, T - 1, generator=generator), dim=1).to(current.device)
-    index = torch.cat([order, torch.full((B, 1), T - 1, device=current.device)], dim=1)[..., None].expand(-1, -1, d)
-    return torch.gather(current, 1, index), torch.gather(previous, 1, index)
+    ``generator``, on the CPU), position T kept last; a pair's two states move together (the online layers'
+    ``permuted_contexts`` on the tokens (current, previous))."""
+    d = current.shape[-1]
+    moved = permuted_contexts(torch.cat([current, previous], dim=-1), generator)
+    return moved[..., :d], moved[..., d:]
 
 
 def order_sensitivity(from_pairs: PairPredictor, inputs: torch.Tensor, n_permutations: int = 4,
                       seed: int = 0) -> float:
     """The module docstring's order sensitivity of ``from_pairs`` on the sequences ``inputs`` (B, T, d), T ≥ 3
-    (two pairs to swap before the last), over ``n_permutations`` permutations drawn from ``seed``."""
+    (two pairs to swap before the last), over ``n_permutations`` permutations drawn from ``seed``: the online layers'
+    measure (``icl_gd.regression.online.order``) on the tokens (current, previous), read at the last position."""
     require_positive_int("n_permutations", n_permutations)
     if inputs.ndim != 3 or inputs.shape[1] < 3:
         raise ConfigError(f"order sensitivity reads sequences (B, T, d) with T ≥ 3, got {tuple(inputs.shape)}")
-    generator = torch.Generator().manual_seed(seed)
-    current, previous = inputs, previous_states(inputs)
+    d = inputs.shape[-1]
+
+    def last_prediction(tokens: torch.Tensor) -> torch.Tensor:
+        return from_pairs(tokens[..., :d], tokens[..., d:])[:, -1]
+
+    tokens = torch.cat([inputs, previous_states(inputs)], dim=-1)
     with torch.no_grad():
-        original = from_pairs(current, previous)[:, -1].double()
-        scale = original.abs().sum(-1).mean()
-        if not torch.isfinite(original).all() or scale == 0:
-            raise ConfigError("order sensitivity needs finite predictions that are not all zero at the last position")
-        moved = [(from_pairs(*permuted_pairs(current, previous, generator))[:, -1].double() - original)
-                 .abs().sum(-1).mean() for _ in range(n_permutations)]
-    return float(torch.stack(moved).mean() / scale)
+        original = last_prediction(tokens)
+    if not torch.isfinite(original).all() or original.abs().sum() == 0:
+        raise ConfigError("order sensitivity needs finite predictions that are not all zero at the last position")
+    return online_order_sensitivity(last_prediction, tokens, n_permutations, seed)
